@@ -1,0 +1,450 @@
+package protocol
+
+import (
+	"fmt"
+	"time"
+)
+
+// Version is the protocol version carried in AgentMessage.V.
+const Version = 1
+
+// Agent types of AgentCard.Type.
+const (
+	TypeAssistant = "assistant"
+	TypeTool      = "tool"
+	TypeHuman     = "human"
+)
+
+// AgentCard describes an agent to the registry.
+type AgentCard struct {
+	Name           string            `json:"name"`
+	Description    string            `json:"description"`
+	Capabilities   []string          `json:"capabilities,omitempty"`
+	Type           string            `json:"type,omitempty"`
+	Tags           []string          `json:"tags,omitempty"`
+	NestedTeams    bool              `json:"nested_teams,omitempty"`
+	MaxConcurrency int               `json:"max_concurrency,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+}
+
+// Validate checks the card's required fields and enumerations. Size limits
+// are the registry's business.
+func (c *AgentCard) Validate() error {
+	if err := CheckName("name", c.Name); err != nil {
+		return err
+	}
+	if c.Name == SystemSender {
+		return Errorf(ErrInvalid, "name %q is reserved", c.Name)
+	}
+	if c.Description == "" {
+		return Errorf(ErrInvalid, "description is required")
+	}
+	switch c.Type {
+	case "", TypeAssistant, TypeTool, TypeHuman:
+	default:
+		return Errorf(ErrInvalid, "type %q is not one of assistant, tool, human", c.Type)
+	}
+	if c.MaxConcurrency < 0 {
+		return Errorf(ErrInvalid, "max_concurrency must not be negative")
+	}
+	return nil
+}
+
+// Registry payloads (PROTOCOL.md section 1).
+
+// RegisterReply answers registry.register.
+type RegisterReply struct {
+	Name         string    `json:"name"`
+	Revision     uint64    `json:"revision"`
+	RegisteredAt time.Time `json:"registered_at"`
+}
+
+// NameRequest is the body of deregister, heartbeat and get.
+type NameRequest struct {
+	Name string `json:"name"`
+}
+
+// HeartbeatReply answers registry.heartbeat.
+type HeartbeatReply struct {
+	TTL Duration `json:"ttl"`
+}
+
+// AgentInfo is a card with its liveness, the reply of registry.get.
+type AgentInfo struct {
+	AgentCard
+	Online   bool      `json:"online"`
+	LastSeen time.Time `json:"last_seen,omitzero"`
+}
+
+// ListRequest is the body of registry.list.
+type ListRequest struct {
+	Offset     int  `json:"offset"`
+	Limit      int  `json:"limit"`
+	OnlineOnly bool `json:"online_only"`
+}
+
+// ListReply answers registry.list.
+type ListReply struct {
+	Agents []AgentInfo `json:"agents"`
+	Total  int         `json:"total"`
+}
+
+// SearchRequest is the body of registry.search.
+type SearchRequest struct {
+	Query          string   `json:"query,omitempty"`
+	Queries        []string `json:"queries,omitempty"`
+	Limit          int      `json:"limit,omitempty"`
+	Exclude        []string `json:"exclude,omitempty"`
+	Type           string   `json:"type,omitempty"`
+	Tags           []string `json:"tags,omitempty"`
+	IncludeOffline bool     `json:"include_offline,omitempty"`
+}
+
+// SearchResult is one ranked agent.
+type SearchResult struct {
+	Name         string   `json:"name"`
+	Description  string   `json:"description"`
+	Capabilities []string `json:"capabilities"`
+	Type         string   `json:"type"`
+	Tags         []string `json:"tags"`
+	Score        float64  `json:"score"`
+	Online       bool     `json:"online"`
+}
+
+// SearchReply answers registry.search.
+type SearchReply struct {
+	Results []SearchResult `json:"results"`
+}
+
+// Goal payloads (PROTOCOL.md section 2).
+
+// Goal statuses.
+const (
+	GoalAccepted  = "accepted"
+	GoalForming   = "forming"
+	GoalRunning   = "running"
+	GoalConcluded = "concluded"
+	GoalFailed    = "failed"
+	GoalCancelled = "cancelled"
+	GoalTimedOut  = "timed_out"
+)
+
+// GoalEnded reports whether status is terminal.
+func GoalEnded(status string) bool {
+	switch status {
+	case GoalConcluded, GoalFailed, GoalCancelled, GoalTimedOut:
+		return true
+	}
+	return false
+}
+
+// ParentRef links a nested goal to the task it serves.
+type ParentRef struct {
+	GoalID string `json:"goal_id"`
+	CommID string `json:"comm_id"`
+	TaskID string `json:"task_id"`
+}
+
+// GoalRequest is the body of goal.submit.
+type GoalRequest struct {
+	Goal     string     `json:"goal"`
+	Team     []string   `json:"team,omitempty"`
+	Launcher string     `json:"launcher,omitempty"`
+	MaxTurns int        `json:"max_turns,omitempty"`
+	MaxDepth *int       `json:"max_depth,omitempty"`
+	Timeout  Duration   `json:"timeout,omitempty"`
+	Wait     bool       `json:"wait,omitempty"`
+	Parent   *ParentRef `json:"parent,omitempty"`
+}
+
+// Validate checks the request's fields.
+func (g *GoalRequest) Validate() error {
+	if g.Goal == "" {
+		return Errorf(ErrInvalid, "goal is required")
+	}
+	for _, n := range g.Team {
+		if err := CheckName("team member", n); err != nil {
+			return err
+		}
+	}
+	if g.Launcher != "" {
+		if err := CheckName("launcher", g.Launcher); err != nil {
+			return err
+		}
+	}
+	if g.MaxTurns < 0 {
+		return Errorf(ErrInvalid, "max_turns must not be negative")
+	}
+	if g.MaxDepth != nil && *g.MaxDepth < 0 {
+		return Errorf(ErrInvalid, "max_depth must not be negative")
+	}
+	if g.Timeout < 0 {
+		return Errorf(ErrInvalid, "timeout must not be negative")
+	}
+	if p := g.Parent; p != nil {
+		if err := CheckID("parent.goal_id", p.GoalID); err != nil {
+			return err
+		}
+		if p.CommID != "" {
+			if err := CheckID("parent.comm_id", p.CommID); err != nil {
+				return err
+			}
+		}
+		if p.TaskID != "" {
+			if err := CheckID("parent.task_id", p.TaskID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SubmitReply answers goal.submit without wait.
+type SubmitReply struct {
+	GoalID string `json:"goal_id"`
+	Status string `json:"status"`
+}
+
+// GoalIDRequest is the body of goal.get and goal.cancel.
+type GoalIDRequest struct {
+	GoalID string `json:"goal_id"`
+}
+
+// GoalListRequest is the body of goal.list.
+type GoalListRequest struct {
+	Status string `json:"status,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+}
+
+// GoalListReply answers goal.list.
+type GoalListReply struct {
+	Goals []GoalStatus `json:"goals"`
+}
+
+// Usage counts model calls and tokens.
+type Usage struct {
+	LLMCalls         int `json:"llm_calls"`
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// Add returns the sum of u and o.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{u.LLMCalls + o.LLMCalls, u.PromptTokens + o.PromptTokens, u.CompletionTokens + o.CompletionTokens}
+}
+
+// GoalResult is how a goal ended.
+type GoalResult struct {
+	GoalID     string   `json:"goal_id"`
+	Status     string   `json:"status"`
+	Conclusion string   `json:"conclusion"`
+	Reason     string   `json:"reason,omitempty"`
+	CommID     string   `json:"comm_id"`
+	Turns      int      `json:"turns"`
+	Usage      Usage    `json:"usage"`
+	Elapsed    Duration `json:"elapsed"`
+}
+
+// GoalStatus is a goal's record in KV ioa_goals and the reply of goal.get.
+type GoalStatus struct {
+	GoalID       string      `json:"goal_id"`
+	ParentGoalID string      `json:"parent_goal_id,omitempty"`
+	Parent       *ParentRef  `json:"parent,omitempty"`
+	Status       string      `json:"status"`
+	Goal         string      `json:"goal"`
+	Launcher     string      `json:"launcher"`
+	CommID       string      `json:"comm_id,omitempty"`
+	Team         []string    `json:"team"`
+	Depth        int         `json:"depth"`
+	MaxTurns     int         `json:"max_turns"`
+	MaxDepth     int         `json:"max_depth"`
+	Timeout      Duration    `json:"timeout"`
+	CreatedAt    time.Time   `json:"created_at"`
+	UpdatedAt    time.Time   `json:"updated_at"`
+	Deadline     time.Time   `json:"deadline,omitzero"`
+	Children     []string    `json:"children"`
+	Result       *GoalResult `json:"result,omitempty"`
+}
+
+// Goal event kinds.
+const (
+	EventAccepted     = "accepted"
+	EventTeamFormed   = "team_formed"
+	EventMessage      = "message"
+	EventTaskAssigned = "task_assigned"
+	EventTaskDone     = "task_done"
+	EventSubgoal      = "subgoal"
+	EventConcluded    = "concluded"
+	EventFailed       = "failed"
+	EventCancelled    = "cancelled"
+	EventTimedOut     = "timed_out"
+)
+
+// GoalEvent is published on <p>.goal.<goal_id>.events.
+type GoalEvent struct {
+	GoalID  string        `json:"goal_id"`
+	Kind    string        `json:"kind"`
+	At      time.Time     `json:"at"`
+	CommID  string        `json:"comm_id,omitempty"`
+	Team    []string      `json:"team,omitempty"`
+	Message *AgentMessage `json:"message,omitempty"`
+	Task    *Task         `json:"task,omitempty"`
+	Child   string        `json:"child_goal_id,omitempty"`
+	Result  *GoalResult   `json:"result,omitempty"`
+	Usage   *Usage        `json:"usage,omitempty"`
+}
+
+// Team-up payloads (PROTOCOL.md section 3).
+
+// LaunchRequest is sent to <p>.agent.<name>.launch.
+type LaunchRequest struct {
+	GoalID   string   `json:"goal_id"`
+	Goal     string   `json:"goal"`
+	Team     []string `json:"team,omitempty"`
+	MaxTurns int      `json:"max_turns"`
+	Depth    int      `json:"depth"`
+}
+
+// LaunchReply answers launch.
+type LaunchReply struct {
+	CommID string `json:"comm_id"`
+}
+
+// TeamupRequest is sent to <p>.teamup.
+type TeamupRequest struct {
+	GoalID   string   `json:"goal_id"`
+	Launcher string   `json:"launcher"`
+	Members  []string `json:"members"`
+	Name     string   `json:"name,omitempty"`
+}
+
+// TeamupReply answers teamup.
+type TeamupReply struct {
+	CommID string `json:"comm_id"`
+}
+
+// InviteRequest is sent to <p>.agent.<name>.invite.
+type InviteRequest struct {
+	CommID      string      `json:"comm_id"`
+	GoalID      string      `json:"goal_id"`
+	Goal        string      `json:"goal"`
+	Launcher    string      `json:"launcher"`
+	Team        []AgentCard `json:"team"`
+	MaxTurns    int         `json:"max_turns"`
+	TeamUpDepth int         `json:"team_up_depth"`
+}
+
+// InviteReply answers invite.
+type InviteReply struct {
+	Accept bool   `json:"accept"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Chat payloads (PROTOCOL.md section 4).
+
+// Message types.
+const (
+	MsgSystem         = "system"
+	MsgDiscussion     = "discussion"
+	MsgSyncTaskAssign = "sync_task_assign"
+	MsgAsyncAssign    = "async_task_assign"
+	MsgPause          = "pause"
+	MsgConclusion     = "conclusion"
+	MsgTaskProgress   = "task_progress"
+	MsgTaskResult     = "task_result"
+)
+
+// Task statuses carried in task_result.
+const (
+	TaskCompleted = "completed"
+	TaskFailed    = "failed"
+)
+
+// System message events (AgentMessage.Event), set only by the referee.
+const (
+	EventStart          = "start"           // first message: goal, team, budgets; the launcher speaks
+	EventTurnLimit      = "turn_limit"      // max_turns reached: the launcher's last turn, conclusion only
+	EventSpeakerTimeout = "speaker_timeout" // the speaker was silent: the turn goes to the launcher
+	EventEnd            = "end"             // the referee ends the chat (cancel, timeout, failure)
+	EventNote           = "note"            // information only, no change of state
+)
+
+// Task is one unit of work assigned in a chat.
+type Task struct {
+	TaskID       string `json:"task_id"`
+	Assignee     string `json:"assignee"`
+	TaskAbstract string `json:"task_abstract,omitempty"`
+	TaskDesc     string `json:"task_desc"`
+}
+
+// AgentMessage is a chat message. Sender, Seq, TS and State are set by the
+// referee; whatever a sender puts there is overwritten.
+type AgentMessage struct {
+	V              int         `json:"v"`
+	ID             string      `json:"id"`
+	CommID         string      `json:"comm_id"`
+	GoalID         string      `json:"goal_id"`
+	Sender         string      `json:"sender"`
+	Seq            uint64      `json:"seq"`
+	TS             time.Time   `json:"ts,omitzero"`
+	State          State       `json:"state,omitempty"`
+	Type           string      `json:"type"`
+	Content        string      `json:"content,omitempty"`
+	NextSpeaker    []string    `json:"next_speaker,omitempty"`
+	Tasks          []Task      `json:"tasks,omitempty"`
+	TaskID         string      `json:"task_id,omitempty"`
+	TaskStatus     string      `json:"task_status,omitempty"`
+	TaskConclusion string      `json:"task_conclusion,omitempty"`
+	Triggers       []string    `json:"triggers,omitempty"`
+	TeamUpDepth    int         `json:"team_up_depth,omitempty"`
+	MaxTurns       int         `json:"max_turns,omitempty"`
+	Turn           int         `json:"turn,omitempty"`
+	UpdatedPlan    string      `json:"updated_plan,omitempty"`
+	Usage          *Usage      `json:"usage,omitempty"`
+	Event          string      `json:"event,omitempty"`  // system messages: what happened
+	Reason         string      `json:"reason,omitempty"` // system end: why the chat ended
+	Status         string      `json:"status,omitempty"` // system end: the goal status it implies
+	Team           []AgentCard `json:"team,omitempty"`   // system start: the team's cards
+	Attempt        int         `json:"attempt,omitempty"`
+	Launcher       string      `json:"launcher,omitempty"` // system start
+	Goal           string      `json:"goal,omitempty"`     // system start
+}
+
+// SendReply answers an outbox request.
+type SendReply struct {
+	Seq   uint64 `json:"seq"`
+	State State  `json:"state"`
+}
+
+// HistoryRequest is sent to <p>.agent.<name>.history.<comm_id>.
+type HistoryRequest struct {
+	AfterSeq uint64 `json:"after_seq"`
+	Limit    int    `json:"limit"`
+}
+
+// HistoryReply answers history.
+type HistoryReply struct {
+	Messages []AgentMessage `json:"messages"`
+	LastSeq  uint64         `json:"last_seq"`
+}
+
+// Duration is a time.Duration that travels as a Go duration string ("90s").
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText encodes d as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText accepts a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("duration %q: want a Go duration such as \"90s\"", b)
+	}
+	*d = Duration(v)
+	return nil
+}

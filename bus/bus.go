@@ -1,0 +1,393 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultListen is where the embedded server accepts clients, so that the
+// nats CLI works with its own defaults.
+const DefaultListen = "127.0.0.1:4222"
+
+// NoListen as Config.Listen runs the embedded server with no network
+// listener: only in-process connections reach it.
+const NoListen = "none"
+
+// Config says how to reach NATS. The zero value starts an embedded server on
+// DefaultListen with its store in ./data.
+type Config struct {
+	// NATSURL, when set, connects to an existing server or cluster
+	// (comma-separated URLs) instead of starting one.
+	NATSURL string
+	// CredsFile authenticates to an external server (a NATS .creds file).
+	CredsFile string
+	// DataDir holds the embedded server's JetStream store.
+	DataDir string
+	// Listen is the embedded server's client address, host:port; "none" for
+	// no listener, port 0 for a random one.
+	Listen string
+	// MonitorListen, when set, serves the NATS monitoring endpoints (host:port).
+	MonitorListen string
+	// WebsocketListen, when set, accepts websocket clients (host:port, no TLS).
+	WebsocketListen string
+	// Prefix is the first token of every subject; "ioa" by default.
+	Prefix string
+	// Replicas of streams and buckets; 1 by default, 3 on a cluster.
+	Replicas int
+	// MaxMessageBytes bounds request and message bodies; 64 KiB by default.
+	MaxMessageBytes int
+	// Name names the connection (shown by the server's monitoring).
+	Name string
+	// ServerName names the embedded server (stable across restarts).
+	ServerName string
+	// Logger receives the bus's own logs; nil discards them.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = "ioa"
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 64 << 10
+	}
+	if c.DataDir == "" {
+		c.DataDir = "data"
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Name == "" {
+		c.Name = "ioa"
+	}
+	if c.ServerName == "" {
+		c.ServerName = "ioa"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Bus is a connection to NATS with JetStream, and the embedded server when
+// the bus started one.
+type Bus struct {
+	cfg      Config
+	srv      *server.Server // nil when connected to an external server
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	subjects Subjects
+	codec    Codec
+
+	mu     sync.Mutex
+	extra  []*nats.Conn
+	closed bool
+}
+
+// Open starts an embedded server, or connects to cfg.NATSURL when it is set.
+func Open(ctx context.Context, cfg Config) (*Bus, error) {
+	if cfg.NATSURL != "" {
+		return Connect(ctx, cfg)
+	}
+	return Start(ctx, cfg)
+}
+
+// Start runs nats-server in this process with JetStream on a file store
+// under cfg.DataDir, connects to it over the in-process pipe and provisions
+// the protocol's streams and buckets.
+func Start(ctx context.Context, cfg Config) (*Bus, error) {
+	cfg = cfg.withDefaults()
+	opts := &server.Options{
+		ServerName:         cfg.ServerName,
+		JetStream:          true,
+		StoreDir:           filepath.Join(cfg.DataDir, "jetstream"),
+		NoSigs:             true,
+		MaxPayload:         int32(max(cfg.MaxMessageBytes*2, 1<<20)),
+		JetStreamMaxMemory: 256 << 20,
+	}
+	if cfg.Listen == NoListen {
+		opts.DontListen = true
+	} else {
+		host, port, err := splitHostPort(cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("bus: listen: %w", err)
+		}
+		opts.Host, opts.Port = host, port
+		if err := portFree(host, port); err != nil {
+			return nil, fmt.Errorf("bus: cannot listen on %s: %w (is another ioa serve or nats-server running? use --listen with another port, or --nats-url to use that server)", cfg.Listen, err)
+		}
+	}
+	if cfg.MonitorListen != "" {
+		host, port, err := splitHostPort(cfg.MonitorListen)
+		if err != nil {
+			return nil, fmt.Errorf("bus: monitor listen: %w", err)
+		}
+		opts.HTTPHost, opts.HTTPPort = host, port
+	}
+	if cfg.WebsocketListen != "" {
+		host, port, err := splitHostPort(cfg.WebsocketListen)
+		if err != nil {
+			return nil, fmt.Errorf("bus: websocket listen: %w", err)
+		}
+		opts.Websocket.Host, opts.Websocket.Port, opts.Websocket.NoTLS = host, port, true
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("bus: data dir: %w", err)
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("bus: embedded server: %w", err)
+	}
+	srv.SetLoggerV2(slogAdapter{cfg.Logger}, false, false, false)
+	go srv.Start()
+	if !waitReady(ctx, srv) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("bus: embedded server not ready (is %s already in use? try --listen 127.0.0.1:0 or --nats-url)", cfg.Listen)
+	}
+	b := &Bus{cfg: cfg, srv: srv}
+	if err := b.init(ctx, nats.InProcessServer(srv)); err != nil {
+		b.shutdownServer()
+		return nil, err
+	}
+	cfg.Logger.Info("embedded NATS started", "client_url", b.ClientURL(), "store", opts.StoreDir)
+	return b, nil
+}
+
+func waitReady(ctx context.Context, srv *server.Server) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if srv.ReadyForConnections(100 * time.Millisecond) {
+			return true
+		}
+	}
+	return false
+}
+
+// Connect uses an existing NATS server or cluster at cfg.NATSURL and
+// provisions the protocol's streams and buckets there.
+func Connect(ctx context.Context, cfg Config) (*Bus, error) {
+	cfg = cfg.withDefaults()
+	if cfg.NATSURL == "" {
+		return nil, errors.New("bus: connect: no NATS URL")
+	}
+	b := &Bus{cfg: cfg}
+	var opts []nats.Option
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if err := b.init(ctx, opts...); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Bus) init(ctx context.Context, opts ...nats.Option) error {
+	b.subjects = Subjects{prefix: b.cfg.Prefix}
+	b.codec = Codec{MaxBytes: b.cfg.MaxMessageBytes}
+	nc, err := b.dial(b.cfg.Name, opts...)
+	if err != nil {
+		return err
+	}
+	b.nc = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return fmt.Errorf("bus: jetstream: %w", err)
+	}
+	b.js = js
+	if err := b.provision(ctx); err != nil {
+		nc.Close()
+		return err
+	}
+	return nil
+}
+
+func (b *Bus) dial(name string, extra ...nats.Option) (*nats.Conn, error) {
+	log := b.cfg.Logger
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS disconnected", "conn", name, "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS reconnected", "conn", name, "url", nc.ConnectedUrl()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Warn("NATS async error", "conn", name, "subject", subj, "err", err)
+		}),
+	}
+	if b.srv != nil {
+		opts = append(opts, nats.InProcessServer(b.srv))
+	}
+	if b.cfg.CredsFile != "" && b.srv == nil {
+		opts = append(opts, nats.UserCredentials(b.cfg.CredsFile))
+	}
+	opts = append(opts, extra...)
+	url := b.cfg.NATSURL
+	if b.srv != nil {
+		url = b.srv.ClientURL()
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("bus: connect %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+// NewConn opens another connection to the same NATS (in-process when the
+// server is embedded). The bus closes it on Shutdown. Services use their own
+// connection so that one's slow consumer cannot stall another.
+func (b *Bus) NewConn(name string) (*nats.Conn, error) {
+	nc, err := b.dial(name)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		nc.Close()
+		return nil, errors.New("bus: closed")
+	}
+	b.extra = append(b.extra, nc)
+	return nc, nil
+}
+
+// Conn is the bus's main connection.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// JetStream is the JetStream context of the main connection.
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
+
+// Subjects builds this bus's subjects.
+func (b *Bus) Subjects() Subjects { return b.subjects }
+
+// Codec decodes request bodies with this bus's size limit.
+func (b *Bus) Codec() Codec { return b.codec }
+
+// Config returns the configuration with defaults filled in.
+func (b *Bus) Config() Config { return b.cfg }
+
+// Embedded reports whether the bus runs its own server.
+func (b *Bus) Embedded() bool { return b.srv != nil }
+
+// ClientURL is where other processes reach this NATS: the embedded server's
+// listener, or the external URL. It is empty for an embedded server with no
+// listener.
+func (b *Bus) ClientURL() string {
+	if b.srv == nil {
+		return b.cfg.NATSURL
+	}
+	if b.cfg.Listen == NoListen {
+		return ""
+	}
+	return b.srv.ClientURL()
+}
+
+// Server returns the embedded server, or nil.
+func (b *Bus) Server() *server.Server { return b.srv }
+
+// Shutdown drains every connection the bus opened, so in-flight messages are
+// delivered, then stops the embedded server. It is safe to call twice.
+func (b *Bus) Shutdown(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	conns := append([]*nats.Conn{}, b.extra...)
+	b.mu.Unlock()
+	conns = append(conns, b.nc)
+	var errs []error
+	for _, nc := range conns {
+		if err := drain(ctx, nc); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	b.shutdownServer()
+	return errors.Join(errs...)
+}
+
+// Close is Shutdown with a short grace period.
+func (b *Bus) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return b.Shutdown(ctx)
+}
+
+func drain(ctx context.Context, nc *nats.Conn) error {
+	if nc == nil || nc.IsClosed() {
+		return nil
+	}
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return nil
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-ctx.Done():
+		nc.Close()
+		return fmt.Errorf("bus: drain: %w", ctx.Err())
+	}
+}
+
+func (b *Bus) shutdownServer() {
+	if b.srv != nil {
+		b.srv.Shutdown()
+		b.srv.WaitForShutdown()
+	}
+}
+
+// portFree tells early, and clearly, that the client port is taken; the
+// embedded server would only log it.
+func portFree(host string, port int) error {
+	if port <= 0 {
+		return nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q: want host:port", addr)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: bad port", addr)
+	}
+	if port == 0 {
+		port = -1 // nats-server's "random port"
+	}
+	return host, port, nil
+}

@@ -1,0 +1,131 @@
+package bus_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/bustest"
+	"github.com/nats-io/nats.go"
+)
+
+func TestStartProvisionsResourcesAndKeepsData(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	cfg := bus.Config{DataDir: dir, Listen: "127.0.0.1:0"}
+	b, err := bus.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := b.JetStream()
+	var streams []string
+	for name := range js.StreamNames(ctx).Name() {
+		if !strings.HasPrefix(name, "KV_") {
+			streams = append(streams, name)
+		}
+	}
+	slices.Sort(streams)
+	if want := []string{bus.StreamChats, bus.StreamGoals, bus.StreamTasks}; !slices.Equal(streams, want) {
+		t.Fatalf("streams = %v, want %v", streams, want)
+	}
+	var buckets []string
+	for name := range js.KeyValueStoreNames(ctx).Name() {
+		buckets = append(buckets, name)
+	}
+	slices.Sort(buckets)
+	if want := []string{bus.BucketAgents, bus.BucketChats, bus.BucketGoals}; !slices.Equal(buckets, want) {
+		t.Fatalf("buckets = %v, want %v", buckets, want)
+	}
+	kv, err := b.KV(ctx, bus.BucketAgents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "alpha", []byte(`{"name":"alpha"}`)); err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := b.Subjects().Chat("c1")
+	if _, err := js.Publish(ctx, subj, []byte(`{"seq":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Start again on the same store: the data is still there and
+	// provisioning a second time changes nothing.
+	b2, err := bus.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	kv2, _ := b2.KV(ctx, bus.BucketAgents)
+	e, err := kv2.Get(ctx, "alpha")
+	if err != nil || string(e.Value()) != `{"name":"alpha"}` {
+		t.Fatalf("kv after restart: %v %q", err, e)
+	}
+	st, err := b2.JetStream().Stream(ctx, bus.StreamChats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("chat stream has %d messages after restart, want 1", n)
+	}
+}
+
+func TestConnectToExternalServer(t *testing.T) {
+	ext := bustest.New(t) // stands in for an existing nats-server
+	b, err := bus.Open(t.Context(), bus.Config{NATSURL: ext.ClientURL(), Prefix: "ext"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Embedded() {
+		t.Fatal("Open with a URL started a server")
+	}
+	// The resources exist on the external server under the new prefix.
+	st, err := ext.JetStream().Stream(t.Context(), bus.StreamChats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().Config.Subjects; !slices.Equal(got, []string{"ext.chat.>"}) {
+		t.Fatalf("subjects = %v", got)
+	}
+}
+
+func TestNoListenerStillServesInProcess(t *testing.T) {
+	b := bustest.New(t, func(c *bus.Config) { c.Listen = bus.NoListen })
+	if b.ClientURL() != "" {
+		t.Fatalf("ClientURL = %q, want empty without a listener", b.ClientURL())
+	}
+	nc, err := b.NewConn("second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.SubscribeSync("x.y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Conn().Publish("x.y", []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sub.NextMsg(nats.DefaultTimeout)
+	if err != nil || string(m.Data) != "hi" {
+		t.Fatalf("got %v %v", m, err)
+	}
+}
+
+func TestStartFailsClearlyWhenPortTaken(t *testing.T) {
+	a := bustest.New(t)
+	addr := a.ClientURL()[len("nats://"):]
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	_, err := bus.Start(ctx, bus.Config{DataDir: t.TempDir(), Listen: addr})
+	if err == nil {
+		t.Fatal("second server on the same port started")
+	}
+}

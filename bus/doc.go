@@ -1,0 +1,9 @@
+// Package bus is the runtime's connection to NATS: it starts nats-server
+// in-process with JetStream (Start) or connects to an existing server or
+// cluster (Connect), creates the streams and KV buckets of the protocol
+// idempotently, builds subjects from validated tokens, and decodes and
+// answers requests with the protocol's strict JSON and error conventions.
+//
+// Everything above this package sees the same *Bus whether NATS runs in the
+// process or elsewhere.
+package bus

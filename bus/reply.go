@@ -1,0 +1,147 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// Headers of the NATS micro error convention.
+const (
+	HeaderError     = "Nats-Service-Error"
+	HeaderErrorCode = "Nats-Service-Error-Code"
+)
+
+// RespondError answers a micro request with the protocol's error convention.
+func RespondError(r micro.Request, err error) error {
+	pe := protocol.AsError(err)
+	msg := pe.Message
+	if msg == "" {
+		msg = pe.Code
+	}
+	return r.Error(strconv.Itoa(pe.Status), msg, ErrorBody(pe))
+}
+
+// ErrorMsg builds an error reply for a plain NATS request.
+func ErrorMsg(subject string, err error) *nats.Msg {
+	pe := protocol.AsError(err)
+	msg := pe.Message
+	if msg == "" {
+		msg = pe.Code
+	}
+	m := nats.NewMsg(subject)
+	m.Header.Set(HeaderError, msg)
+	m.Header.Set(HeaderErrorCode, strconv.Itoa(pe.Status))
+	m.Data = ErrorBody(pe)
+	return m
+}
+
+// ReplyError decodes a reply: it returns the protocol error it carries, or
+// nil when the reply is not an error.
+func ReplyError(m *nats.Msg) error {
+	if m == nil || m.Header == nil || m.Header.Get(HeaderError) == "" {
+		if m != nil && m.Header != nil && m.Header.Get("Status") == "503" {
+			return protocol.Errorf(protocol.ErrUnavailable, "no responders")
+		}
+		return nil
+	}
+	var body protocol.ErrorBody
+	_ = json.Unmarshal(m.Data, &body)
+	status, _ := strconv.Atoi(m.Header.Get(HeaderErrorCode))
+	code := body.Error.Code
+	if code == "" {
+		code = "error_" + strconv.Itoa(status)
+	}
+	return &protocol.Error{Code: code, Status: status, Message: m.Header.Get(HeaderError)}
+}
+
+// HandlerOption tunes Handle.
+type HandlerOption func(*handlerOpts)
+
+type handlerOpts struct {
+	optional bool
+	log      *slog.Logger
+}
+
+// EmptyMeansObject makes an empty body decode as {}.
+func EmptyMeansObject() HandlerOption { return func(o *handlerOpts) { o.optional = true } }
+
+// WithLogger logs handler panics and failed replies.
+func WithLogger(l *slog.Logger) HandlerOption { return func(o *handlerOpts) { o.log = l } }
+
+// Handle adapts a typed function to a micro handler: the body is decoded
+// strictly, the result encoded as JSON, an error replied with the protocol's
+// convention, and a panic turned into a 500 error instead of killing the
+// service.
+func Handle[Req any, Resp any](ctx context.Context, c Codec, fn func(ctx context.Context, r micro.Request, req *Req) (*Resp, error), opts ...HandlerOption) micro.Handler {
+	o := handlerOpts{log: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return micro.HandlerFunc(func(r micro.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				o.log.Error("handler panic", "subject", r.Subject(), "panic", p, "stack", string(debug.Stack()))
+				_ = RespondError(r, protocol.Errorf(protocol.ErrInternal, "internal error: %v", p))
+			}
+		}()
+		var req Req
+		decode := c.Decode
+		if o.optional {
+			decode = c.DecodeOptional
+		}
+		if err := decode(r.Data(), &req); err != nil {
+			_ = RespondError(r, err)
+			return
+		}
+		resp, err := fn(ctx, r, &req)
+		if err != nil {
+			_ = RespondError(r, err)
+			return
+		}
+		if resp == nil {
+			return // the function replies later itself
+		}
+		if err := r.Respond(Encode(resp)); err != nil {
+			o.log.Warn("reply failed", "subject", r.Subject(), "err", err)
+		}
+	})
+}
+
+// Request sends a JSON request and decodes the JSON reply into out; an error
+// reply comes back as a *protocol.Error.
+func Request(ctx context.Context, nc *nats.Conn, subject string, in, out any) error {
+	var data []byte
+	switch v := in.(type) {
+	case []byte:
+		data = v
+	case string:
+		data = []byte(v)
+	default:
+		data = Encode(in)
+	}
+	m, err := nc.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		if err == nats.ErrNoResponders {
+			return protocol.Errorf(protocol.ErrUnavailable, "no service answers on %s (is ioa serve running?)", subject)
+		}
+		return fmt.Errorf("request %s: %w", subject, err)
+	}
+	if err := ReplyError(m); err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(m.Data, out); err != nil {
+		return fmt.Errorf("reply from %s: %w", subject, err)
+	}
+	return nil
+}

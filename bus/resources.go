@@ -1,0 +1,64 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Names of the JetStream resources of PROTOCOL.md section 7.
+const (
+	StreamChats  = "IOA_CHATS"
+	StreamTasks  = "IOA_TASKS"
+	StreamGoals  = "IOA_GOALS"
+	BucketAgents = "ioa_agents"
+	BucketGoals  = "ioa_goals"
+	BucketChats  = "ioa_chats"
+)
+
+// dedupWindow is how long JetStream remembers Nats-Msg-Id values.
+const dedupWindow = 10 * time.Minute
+
+// provision creates or updates the streams and buckets, so starting twice,
+// or many processes starting at once, is harmless.
+func (b *Bus) provision(ctx context.Context) error {
+	s := b.subjects
+	maxMsg := int32(b.cfg.MaxMessageBytes * 2) // stored messages carry stamps beyond the body
+	streams := []jetstream.StreamConfig{
+		{Name: StreamChats, Subjects: []string{s.AllChats()}, Description: "IoA chat logs", MaxMsgSize: maxMsg, AllowDirect: true},
+		{Name: StreamTasks, Subjects: []string{s.AllTasks()}, Description: "IoA task results (triggers)", MaxMsgSize: maxMsg, AllowDirect: true},
+		{Name: StreamGoals, Subjects: []string{s.AllGoalEvents(), s.AllGoalResults()}, Description: "IoA goal events and results", MaxMsgSize: maxMsg, AllowDirect: true},
+	}
+	for _, sc := range streams {
+		sc.Storage = jetstream.FileStorage
+		sc.Replicas = b.cfg.Replicas
+		sc.Duplicates = dedupWindow
+		if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("bus: stream %s: %w", sc.Name, err)
+		}
+	}
+	for _, kc := range []jetstream.KeyValueConfig{
+		{Bucket: BucketAgents, Description: "IoA agent cards (registry source of truth)"},
+		{Bucket: BucketGoals, Description: "IoA goal tree and status"},
+		{Bucket: BucketChats, Description: "IoA chat referee state"},
+	} {
+		kc.Storage = jetstream.FileStorage
+		kc.Replicas = b.cfg.Replicas
+		kc.MaxValueSize = maxMsg * 4
+		if _, err := b.js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+			return fmt.Errorf("bus: bucket %s: %w", kc.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// KV opens one of the protocol's buckets.
+func (b *Bus) KV(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
+	kv, err := b.js.KeyValue(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("bus: bucket %s: %w", bucket, err)
+	}
+	return kv, nil
+}

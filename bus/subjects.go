@@ -1,0 +1,203 @@
+package bus
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+)
+
+// Subjects builds the protocol's subjects under one prefix. Every token that
+// comes from outside (names, ids) is validated, so no input can become a
+// wildcard or an extra token.
+type Subjects struct{ prefix string }
+
+// NewSubjects returns builders for prefix; it must be a valid subject token
+// sequence such as "ioa" or "team1.ioa".
+func NewSubjects(prefix string) (Subjects, error) {
+	if err := ValidPrefix(prefix); err != nil {
+		return Subjects{}, err
+	}
+	return Subjects{prefix: prefix}, nil
+}
+
+// ValidPrefix checks a subject prefix: dot-separated tokens of letters,
+// digits, '_' and '-'.
+func ValidPrefix(prefix string) error {
+	if prefix == "" {
+		return fmt.Errorf("subject prefix is empty")
+	}
+	for _, tok := range strings.Split(prefix, ".") {
+		if !protocol.ValidID(tok) {
+			return fmt.Errorf("subject prefix %q: token %q must match [A-Za-z0-9_-]{1,64}", prefix, tok)
+		}
+	}
+	return nil
+}
+
+// Prefix is the first token(s) of every subject.
+func (s Subjects) Prefix() string { return s.prefix }
+
+// Registry endpoints and their subjects (PROTOCOL.md section 1).
+const (
+	RegistryRegister   = "register"
+	RegistryDeregister = "deregister"
+	RegistryHeartbeat  = "heartbeat"
+	RegistryGet        = "get"
+	RegistryList       = "list"
+	RegistrySearch     = "search"
+)
+
+// Goal endpoints (PROTOCOL.md section 2).
+const (
+	GoalSubmit = "submit"
+	GoalGet    = "get"
+	GoalList   = "list"
+	GoalCancel = "cancel"
+)
+
+// Registry is the subject of a registry endpoint, e.g. ioa.registry.search.
+func (s Subjects) Registry(endpoint string) string { return s.prefix + ".registry." + endpoint }
+
+// RegistryGroup is the micro group of the registry endpoints.
+func (s Subjects) RegistryGroup() string { return s.prefix + ".registry" }
+
+// Goal is the subject of a goal endpoint, e.g. ioa.goal.submit.
+func (s Subjects) Goal(endpoint string) string { return s.prefix + ".goal." + endpoint }
+
+// GoalGroup is the micro group of the goal endpoints.
+func (s Subjects) GoalGroup() string { return s.prefix + ".goal" }
+
+// GoalEvents is where a goal's events are published.
+func (s Subjects) GoalEvents(goalID string) (string, error) {
+	if err := protocol.CheckID("goal_id", goalID); err != nil {
+		return "", err
+	}
+	return s.prefix + ".goal." + goalID + ".events", nil
+}
+
+// GoalResult is where a goal's result is published.
+func (s Subjects) GoalResult(goalID string) (string, error) {
+	if err := protocol.CheckID("goal_id", goalID); err != nil {
+		return "", err
+	}
+	return s.prefix + ".goal." + goalID + ".result", nil
+}
+
+// AllGoalEvents matches every goal's events.
+func (s Subjects) AllGoalEvents() string { return s.prefix + ".goal.*.events" }
+
+// AllGoalResults matches every goal's result.
+func (s Subjects) AllGoalResults() string { return s.prefix + ".goal.*.result" }
+
+// Teamup is the orchestrator's team-up subject.
+func (s Subjects) Teamup() string { return s.prefix + ".teamup" }
+
+// Agent subject kinds: the last-but-one or last token after <p>.agent.<name>.
+const (
+	AgentLaunch  = "launch"
+	AgentInvite  = "invite"
+	AgentOut     = "out"
+	AgentIn      = "in"
+	AgentHistory = "history"
+)
+
+// AgentLaunchSubject is where an agent serves launch requests.
+func (s Subjects) AgentLaunchSubject(name string) (string, error) { return s.agent(name, AgentLaunch, "") }
+
+// AgentInviteSubject is where an agent serves invitations.
+func (s Subjects) AgentInviteSubject(name string) (string, error) { return s.agent(name, AgentInvite, "") }
+
+// Outbox is where an agent sends its messages for a chat.
+func (s Subjects) Outbox(name, commID string) (string, error) { return s.agent(name, AgentOut, commID) }
+
+// Inbox is where an agent receives a chat's logged messages.
+func (s Subjects) Inbox(name, commID string) (string, error) { return s.agent(name, AgentIn, commID) }
+
+// History is where an agent asks for a chat's past messages.
+func (s Subjects) History(name, commID string) (string, error) {
+	return s.agent(name, AgentHistory, commID)
+}
+
+// AgentInboxes matches all chat inboxes of one agent.
+func (s Subjects) AgentInboxes(name string) (string, error) {
+	if err := protocol.CheckName("agent", name); err != nil {
+		return "", err
+	}
+	return s.prefix + ".agent." + name + ".in.*", nil
+}
+
+// AllOutboxes matches every agent's outbox (the referee listens here).
+func (s Subjects) AllOutboxes() string { return s.prefix + ".agent.*.out.*" }
+
+// AllHistory matches every agent's history requests.
+func (s Subjects) AllHistory() string { return s.prefix + ".agent.*.history.*" }
+
+func (s Subjects) agent(name, kind, commID string) (string, error) {
+	if err := protocol.CheckName("agent", name); err != nil {
+		return "", err
+	}
+	subj := s.prefix + ".agent." + name + "." + kind
+	if commID != "" || kind == AgentOut || kind == AgentIn || kind == AgentHistory {
+		if err := protocol.CheckID("comm_id", commID); err != nil {
+			return "", err
+		}
+		subj += "." + commID
+	}
+	return subj, nil
+}
+
+// AgentSubject is a parsed <p>.agent.<name>.<kind>[.<comm_id>] subject.
+type AgentSubject struct {
+	Name   string
+	Kind   string
+	CommID string
+}
+
+// ParseAgent parses an agent subject under this prefix; the referee uses it
+// to stamp the sender from the subject rather than the body.
+func (s Subjects) ParseAgent(subject string) (AgentSubject, error) {
+	rest, ok := strings.CutPrefix(subject, s.prefix+".agent.")
+	if !ok {
+		return AgentSubject{}, protocol.Errorf(protocol.ErrInvalid, "subject %q is not an agent subject", subject)
+	}
+	toks := strings.Split(rest, ".")
+	var a AgentSubject
+	switch len(toks) {
+	case 2:
+		a = AgentSubject{Name: toks[0], Kind: toks[1]}
+	case 3:
+		a = AgentSubject{Name: toks[0], Kind: toks[1], CommID: toks[2]}
+	default:
+		return AgentSubject{}, protocol.Errorf(protocol.ErrInvalid, "subject %q has the wrong number of tokens", subject)
+	}
+	if !protocol.ValidName(a.Name) || (len(toks) == 3 && !protocol.ValidID(a.CommID)) {
+		return AgentSubject{}, protocol.Errorf(protocol.ErrInvalid, "subject %q has an invalid name or id", subject)
+	}
+	return a, nil
+}
+
+// Chat is the log subject of a chat.
+func (s Subjects) Chat(commID string) (string, error) {
+	if err := protocol.CheckID("comm_id", commID); err != nil {
+		return "", err
+	}
+	return s.prefix + ".chat." + commID, nil
+}
+
+// AllChats matches every chat log.
+func (s Subjects) AllChats() string { return s.prefix + ".chat.>" }
+
+// Task is the trigger subject of one task's results.
+func (s Subjects) Task(commID, taskID string) (string, error) {
+	if err := protocol.CheckID("comm_id", commID); err != nil {
+		return "", err
+	}
+	if err := protocol.CheckID("task_id", taskID); err != nil {
+		return "", err
+	}
+	return s.prefix + ".task." + commID + "." + taskID, nil
+}
+
+// AllTasks matches every task result.
+func (s Subjects) AllTasks() string { return s.prefix + ".task.>" }

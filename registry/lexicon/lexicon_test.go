@@ -1,0 +1,50 @@
+package lexicon
+
+import "testing"
+
+func TestDefaultLoads(t *testing.T) {
+	l := Default()
+	if l.Dim() <= 0 {
+		t.Fatalf("Dim = %d", l.Dim())
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"analyzes", "analyze"}, {"mice", "mouse"}, {"ran", "run"}, {"data", "data"}, {"zzqx", "zzqx"},
+	} {
+		if got := l.Lemma(tc.in); got != tc.want {
+			t.Errorf("Lemma(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestSimilarityIsMeaningful(t *testing.T) {
+	l := Default()
+	for _, tc := range []struct{ a, b, unrelated string }{
+		{"bleach", "chemical", "guitar"},
+		{"cancel", "subscription", "volcano"},
+		{"doctor", "medicine", "carpet"},
+		{"invoice", "payment", "tornado"},
+	} {
+		rel, unrel := l.Similarity(tc.a, tc.b), l.Similarity(tc.a, tc.unrelated)
+		t.Logf("%s~%s %.3f  %s~%s %.3f", tc.a, tc.b, rel, tc.a, tc.unrelated, unrel)
+		if rel <= unrel {
+			t.Errorf("sim(%s,%s)=%.3f not above sim(%s,%s)=%.3f", tc.a, tc.b, rel, tc.a, tc.unrelated, unrel)
+		}
+	}
+}
+
+func TestRelated(t *testing.T) {
+	rs := Default().Related("analyze")
+	t.Logf("analyze: %v", rs)
+	found := false
+	for _, r := range rs {
+		if r.Weight <= 0 || r.Weight > 1 {
+			t.Errorf("weight %v out of (0,1]", r.Weight)
+		}
+		if r.Word == "analysis" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("Related(analyze) lacks analysis: %v", rs)
+	}
+}

@@ -1,0 +1,151 @@
+package search
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// devDir finds the development set: the shared copy if present, else the one
+// kept in testdata for CI.
+func devDir(t testing.TB) string {
+	for _, d := range []string{"../../../shared/data/discovery-dev", "testdata/discovery-dev"} {
+		if _, err := os.Stat(filepath.Join(d, "agents.jsonl")); err == nil {
+			return d
+		}
+	}
+	t.Skip("discovery-dev not found")
+	return ""
+}
+
+func loadDev(t testing.TB) ([]Doc, []EvalQuery, map[string]string) {
+	dir := devDir(t)
+	f, err := os.Open(filepath.Join(dir, "agents.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	docs, err := LoadAgents(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.Open(filepath.Join(dir, "queries.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	qs, err := LoadQueries(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var domains map[string]string
+	b, err := os.ReadFile(filepath.Join(dir, "agent_domains.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &domains); err != nil {
+		t.Fatal(err)
+	}
+	return docs, qs, domains
+}
+
+func buildIndex(t testing.TB, docs []Doc, opts ...Option) *Index {
+	ix, err := NewIndex(nil, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		if err := ix.Upsert(t.Context(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ix
+}
+
+func evalIndex(t testing.TB, ix *Index, qs []EvalQuery, n int) Report {
+	rep, err := Evaluate(qs, n, func(q EvalQuery) ([]string, error) {
+		hits, err := ix.Search(t.Context(), Query{Texts: []string{q.Query}, Limit: n})
+		names := make([]string, len(hits))
+		for i, h := range hits {
+			names[i] = h.Name
+		}
+		return names, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func evalBaseline(t testing.TB, docs []Doc, qs []EvalQuery) Report {
+	b := NewBM25Baseline(docs)
+	rep, err := Evaluate(qs, len(docs), func(q EvalQuery) ([]string, error) { return b.Rank(q.Query), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestDevSetQuality(t *testing.T) {
+	docs, qs, _ := loadDev(t)
+	ix := buildIndex(t, docs)
+	got := evalIndex(t, ix, qs, len(docs))
+	base := evalBaseline(t, docs, qs)
+	t.Logf("index:\n%s", got)
+	t.Logf("baseline:\n%s", base)
+
+	o := got.Overall
+	if o.Top1 < 0.53 || o.Top10 < 0.78 || o.MRR < 0.61 {
+		t.Errorf("overall %+v below targets top1>=0.53 top10>=0.78 mrr>=0.61", o)
+	}
+	beats := func(name string, m, b Metrics) {
+		if m.Top1 <= b.Top1 || m.Top10 <= b.Top10 || m.MRR <= b.MRR || m.MeanRank >= b.MeanRank {
+			t.Errorf("%s: %+v does not beat baseline %+v", name, m, b)
+		}
+	}
+	beats("overall", got.Overall, base.Overall)
+	for d, b := range base.ByDifficulty {
+		beats(d, got.ByDifficulty[d], b)
+	}
+}
+
+// TestHeldOutDomains guards against tuning to the dev set: the agents of
+// every other domain are indexed alone and ranked for their own tasks, and
+// the same targets must hold on both halves.
+func TestHeldOutDomains(t *testing.T) {
+	docs, qs, domains := loadDev(t)
+	var names []string
+	for _, d := range docs {
+		names = append(names, domains[d.Name])
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	half := map[string]int{}
+	for i, d := range names {
+		half[d] = i % 2
+	}
+	for h := range 2 {
+		var sub []Doc
+		in := map[string]bool{}
+		for _, d := range docs {
+			if half[domains[d.Name]] == h {
+				sub = append(sub, d)
+				in[d.Name] = true
+			}
+		}
+		var subq []EvalQuery
+		for _, q := range qs {
+			if in[q.Gold] {
+				subq = append(subq, q)
+			}
+		}
+		got := evalIndex(t, buildIndex(t, sub), subq, len(sub))
+		base := evalBaseline(t, sub, subq)
+		t.Logf("half %d (%d agents, %d tasks):\nindex:\n%sbaseline:\n%s", h, len(sub), len(subq), got, base)
+		if got.Overall.MRR <= base.Overall.MRR {
+			t.Errorf("half %d: MRR %.3f not above baseline %.3f", h, got.Overall.MRR, base.Overall.MRR)
+		}
+	}
+}
