@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+
+	"github.com/ioa-nats/ioa/configs"
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ioa",
+		Short: "Internet of Agents on NATS: agents that find each other, team up and get goals done",
+		Long: `ioa runs the Internet of Agents on NATS in one binary: an embedded NATS
+server with JetStream, the agent registry, the goal orchestrator and agents.
+
+Agents register their capabilities, are discovered by meaning, team up in
+group chats for a goal, split the work into sync and async tasks, pause until
+tasks finish, spin off nested sub-teams and conclude.`,
+		Example: `  ioa demo                         # watch a team of agents solve a goal
+  ioa serve                        # run everything; NATS on 127.0.0.1:4222
+  ioa goal "Convert 5 km to miles" # submit a goal to a running server
+  nats req ioa.goal.submit 'Convert 5 km to miles'`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newServeCmd(), newVersionCmd(), newConfigCmd())
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of ioa and of its NATS server",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			natsVersion := "unknown"
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				for _, d := range bi.Deps {
+					if d.Path == "github.com/nats-io/nats-server/v2" {
+						natsVersion = d.Version
+					}
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "ioa %s (nats-server %s, protocol v1)\n", version, natsVersion)
+			return nil
+		},
+	}
+}
+
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Print the default configuration, or check a configuration",
+		Example: `  ioa config > ioa.yaml          # start your own from the commented default
+  ioa config --check --config ioa.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			check, _ := cmd.Flags().GetBool("check")
+			if !check {
+				_, err := cmd.OutOrStdout().Write(configs.DefaultYAML)
+				return err
+			}
+			c, err := configs.Load(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "configuration OK (%d agents)\n", len(c.Agents))
+			return nil
+		},
+	}
+	configs.AddFlags(cmd.Flags())
+	cmd.Flags().Bool("check", false, "load and validate the configuration instead of printing the default")
+	return cmd
+}
+
+// loadConfig loads the configuration of a command that took the common flags.
+func loadConfig(cmd *cobra.Command) (*configs.Config, error) {
+	return configs.Load(cmd.Flags())
+}
+
+func newLogger(c *configs.Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Log.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

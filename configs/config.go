@@ -1,0 +1,293 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+)
+
+// Config is the whole configuration of an ioa process.
+type Config struct {
+	Bus          Bus          `mapstructure:"bus"`
+	Limits       Limits       `mapstructure:"limits"`
+	Registry     Registry     `mapstructure:"registry"`
+	Orchestrator Orchestrator `mapstructure:"orchestrator"`
+	LLM          LLM          `mapstructure:"llm"`
+	Log          Log          `mapstructure:"log"`
+	Agents       []Agent      `mapstructure:"agents"`
+	// File is the configuration file that was read, if any.
+	File string `mapstructure:"-"`
+}
+
+// Bus says where NATS is.
+type Bus struct {
+	NATSURL         string `mapstructure:"nats_url"`
+	CredsFile       string `mapstructure:"creds_file"`
+	DataDir         string `mapstructure:"data_dir"`
+	Listen          string `mapstructure:"listen"`
+	MonitorListen   string `mapstructure:"monitor_listen"`
+	WebsocketListen string `mapstructure:"websocket_listen"`
+	Prefix          string `mapstructure:"prefix"`
+	Replicas        int    `mapstructure:"replicas"`
+}
+
+// Limits bound what any agent or goal may use.
+type Limits struct {
+	MaxMessageBytes int           `mapstructure:"max_message_bytes"`
+	MaxTurns        int           `mapstructure:"max_turns"`
+	MaxDepth        int           `mapstructure:"max_depth"`
+	MaxTeamSize     int           `mapstructure:"max_team_size"`
+	GoalTimeout     time.Duration `mapstructure:"goal_timeout"`
+	SpeakerTimeout  time.Duration `mapstructure:"speaker_timeout"`
+	TaskTimeout     time.Duration `mapstructure:"task_timeout"`
+	MaxChatMessages int           `mapstructure:"max_chat_messages"`
+	AgentRate       float64       `mapstructure:"agent_rate"` // messages per second per agent
+	AgentBurst      int           `mapstructure:"agent_burst"`
+}
+
+// Registry configures the registry service.
+type Registry struct {
+	Enabled             bool          `mapstructure:"enabled"`
+	HeartbeatTTL        time.Duration `mapstructure:"heartbeat_ttl"`
+	MaxDescriptionBytes int           `mapstructure:"max_description_bytes"`
+	MaxCardBytes        int           `mapstructure:"max_card_bytes"`
+	MaxAgentsPerConn    int           `mapstructure:"max_agents_per_conn"`
+	MaxResults          int           `mapstructure:"max_results"`
+	Embedder            Embedder      `mapstructure:"embedder"`
+}
+
+// Embedder selects how the registry embeds text.
+type Embedder struct {
+	Kind    string `mapstructure:"kind"` // local, openai, ollama
+	BaseURL string `mapstructure:"base_url"`
+	Model   string `mapstructure:"model"`
+	APIKey  string `mapstructure:"api_key"`
+}
+
+// Orchestrator configures the goal service and the built-in coordinator.
+type Orchestrator struct {
+	Enabled     bool   `mapstructure:"enabled"`
+	Coordinator string `mapstructure:"coordinator"` // name of the built-in launcher
+	Policy      string `mapstructure:"policy"`      // rules or llm; llm needs llm.base_url
+}
+
+// LLM configures model access for llm policies and workers.
+type LLM struct {
+	Provider    string        `mapstructure:"provider"` // openai (any compatible server) or anthropic
+	BaseURL     string        `mapstructure:"base_url"`
+	APIKey      string        `mapstructure:"api_key"`
+	Model       string        `mapstructure:"model"`
+	Temperature float64       `mapstructure:"temperature"`
+	Timeout     time.Duration `mapstructure:"timeout"`
+	Retries     int           `mapstructure:"retries"`
+	MaxTokens   int           `mapstructure:"max_tokens"`
+}
+
+// CoordinatorPolicy is the policy of the built-in coordinator: the
+// configured one, or llm when a model is configured and rules otherwise.
+func (c *Config) CoordinatorPolicy() string {
+	if c.Orchestrator.Policy != "" {
+		return c.Orchestrator.Policy
+	}
+	if c.LLM.Configured() {
+		return "llm"
+	}
+	return "rules"
+}
+
+// Configured reports whether a model endpoint is set.
+func (l LLM) Configured() bool { return l.BaseURL != "" || (l.Provider == "anthropic" && l.APIKey != "") }
+
+// Log configures logging.
+type Log struct {
+	Level  string `mapstructure:"level"`  // debug, info, warn, error
+	Format string `mapstructure:"format"` // text or json
+}
+
+// Agent is an agent run by this process (ioa serve, ioa agent run).
+type Agent struct {
+	Name           string            `mapstructure:"name"`
+	Description    string            `mapstructure:"description"`
+	Capabilities   []string          `mapstructure:"capabilities"`
+	Tags           []string          `mapstructure:"tags"`
+	Type           string            `mapstructure:"type"`
+	NestedTeams    bool              `mapstructure:"nested_teams"`
+	MaxConcurrency int               `mapstructure:"max_concurrency"`
+	Policy         string            `mapstructure:"policy"` // rules (default) or llm
+	Worker         Worker            `mapstructure:"worker"`
+	Metadata       map[string]string `mapstructure:"metadata"`
+}
+
+// Worker says how an agent does its tasks.
+type Worker struct {
+	Kind      string        `mapstructure:"kind"`    // builtin, exec, http, llm
+	Builtin   string        `mapstructure:"builtin"` // name of a built-in Go worker
+	Command   []string      `mapstructure:"command"` // exec: program and arguments, no shell
+	Dir       string        `mapstructure:"dir"`
+	URL       string        `mapstructure:"url"` // http
+	Timeout   time.Duration `mapstructure:"timeout"`
+	MaxOutput int           `mapstructure:"max_output"`
+}
+
+// Validate checks every field and reports all problems at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.Bus.NATSURL == "" {
+		if c.Bus.Listen != "none" {
+			if _, _, err := net.SplitHostPort(c.Bus.Listen); err != nil {
+				bad("bus.listen", "%q is not host:port (or \"none\")", c.Bus.Listen)
+			}
+		}
+		if c.Bus.DataDir == "" {
+			bad("bus.data_dir", "must not be empty")
+		}
+	} else if !strings.Contains(c.Bus.NATSURL, "://") && !strings.Contains(c.Bus.NATSURL, ":") {
+		bad("bus.nats_url", "%q is not a NATS URL such as nats://host:4222", c.Bus.NATSURL)
+	}
+	if c.Bus.Prefix == "" || strings.ContainsAny(c.Bus.Prefix, " *>") || strings.HasPrefix(c.Bus.Prefix, ".") || strings.HasSuffix(c.Bus.Prefix, ".") {
+		bad("bus.prefix", "%q must be dot-separated tokens of letters, digits, _ or -", c.Bus.Prefix)
+	}
+	if c.Bus.Replicas < 1 || c.Bus.Replicas > 5 {
+		bad("bus.replicas", "%d must be between 1 and 5", c.Bus.Replicas)
+	}
+	l := c.Limits
+	positive := map[string]int{
+		"limits.max_message_bytes": l.MaxMessageBytes, "limits.max_turns": l.MaxTurns,
+		"limits.max_team_size": l.MaxTeamSize, "limits.max_chat_messages": l.MaxChatMessages,
+		"limits.agent_burst": l.AgentBurst,
+		"registry.max_description_bytes": c.Registry.MaxDescriptionBytes, "registry.max_card_bytes": c.Registry.MaxCardBytes,
+		"registry.max_agents_per_conn": c.Registry.MaxAgentsPerConn, "registry.max_results": c.Registry.MaxResults,
+	}
+	for k, v := range positive {
+		if v <= 0 {
+			bad(k, "%d must be positive", v)
+		}
+	}
+	if l.MaxDepth < 0 {
+		bad("limits.max_depth", "%d must not be negative", l.MaxDepth)
+	}
+	if l.AgentRate <= 0 {
+		bad("limits.agent_rate", "%v must be positive", l.AgentRate)
+	}
+	for k, v := range map[string]time.Duration{
+		"limits.goal_timeout": l.GoalTimeout, "limits.speaker_timeout": l.SpeakerTimeout,
+		"limits.task_timeout": l.TaskTimeout, "registry.heartbeat_ttl": c.Registry.HeartbeatTTL,
+	} {
+		if v <= 0 {
+			bad(k, "%v must be a positive duration such as 30s", v)
+		}
+	}
+	switch c.Registry.Embedder.Kind {
+	case "local":
+	case "openai", "ollama":
+		if c.Registry.Embedder.BaseURL == "" && c.Registry.Embedder.Kind == "openai" {
+			bad("registry.embedder.base_url", "is required for the openai embedder")
+		}
+		if c.Registry.Embedder.Model == "" {
+			bad("registry.embedder.model", "is required for the %s embedder", c.Registry.Embedder.Kind)
+		}
+	default:
+		bad("registry.embedder.kind", "%q is not one of local, openai, ollama", c.Registry.Embedder.Kind)
+	}
+	switch c.Orchestrator.Policy {
+	case "", "rules":
+	case "llm":
+		if !c.LLM.Configured() {
+			bad("orchestrator.policy", "llm needs llm.base_url (IOA_LLM_BASE_URL)")
+		}
+	default:
+		bad("orchestrator.policy", "%q is not rules or llm", c.Orchestrator.Policy)
+	}
+	switch c.LLM.Provider {
+	case "openai", "anthropic":
+	default:
+		bad("llm.provider", "%q is not openai or anthropic", c.LLM.Provider)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q is not debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "%q is not text or json", c.Log.Format)
+	}
+	names := map[string]bool{}
+	for i, a := range c.Agents {
+		key := fmt.Sprintf("agents[%d]", i)
+		if a.Name != "" {
+			key = fmt.Sprintf("agents[%s]", a.Name)
+		}
+		if !protocol.ValidName(a.Name) {
+			bad(key+".name", "%q must match ^[a-z0-9][a-z0-9_-]{0,63}$", a.Name)
+		}
+		if names[a.Name] {
+			bad(key+".name", "%q is used twice", a.Name)
+		}
+		names[a.Name] = true
+		if a.Description == "" {
+			bad(key+".description", "is required")
+		}
+		switch a.Policy {
+		case "", "rules":
+		case "llm":
+			if !c.LLM.Configured() {
+				bad(key+".policy", "llm needs llm.base_url (IOA_LLM_BASE_URL)")
+			}
+		default:
+			bad(key+".policy", "%q is not rules or llm", a.Policy)
+		}
+		switch a.Worker.Kind {
+		case "builtin":
+			if a.Worker.Builtin == "" {
+				bad(key+".worker.builtin", "names no built-in worker")
+			}
+		case "exec":
+			if len(a.Worker.Command) == 0 {
+				bad(key+".worker.command", "is required for an exec worker")
+			}
+		case "http":
+			if !strings.HasPrefix(a.Worker.URL, "http://") && !strings.HasPrefix(a.Worker.URL, "https://") {
+				bad(key+".worker.url", "%q is not an http(s) URL", a.Worker.URL)
+			}
+		case "llm":
+			if !c.LLM.Configured() {
+				bad(key+".worker", "an llm worker needs llm.base_url (IOA_LLM_BASE_URL)")
+			}
+		case "":
+			bad(key+".worker.kind", "is required (builtin, exec, http or llm)")
+		default:
+			bad(key+".worker.kind", "%q is not builtin, exec, http or llm", a.Worker.Kind)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid configuration%s:\n  %w", fileSuffix(c.File), joinLines(errs))
+	}
+	return nil
+}
+
+func fileSuffix(f string) string {
+	if f == "" {
+		return ""
+	}
+	return " in " + f
+}
+
+func joinLines(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	slices.Sort(msgs)
+	return errors.New(strings.Join(msgs, "\n  "))
+}
+

@@ -1,0 +1,111 @@
+package configs
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// DefaultYAML is the commented default configuration (configs/ioa.yaml).
+//
+//go:embed ioa.yaml
+var DefaultYAML []byte
+
+// The flags every command that reaches NATS takes; scripts rely on the names.
+const (
+	FlagConfig  = "config"
+	FlagDataDir = "data-dir"
+	FlagListen  = "listen"
+	FlagNATSURL = "nats-url"
+)
+
+// AddFlags declares the common flags on fs.
+func AddFlags(fs *pflag.FlagSet) {
+	fs.String(FlagConfig, "", "configuration file (YAML) [$IOA_CONFIG]")
+	fs.String(FlagDataDir, "", "directory of the embedded server's store [$IOA_DATA_DIR] (default \"data\")")
+	fs.String(FlagListen, "", "embedded NATS client address, host:port or \"none\" [$IOA_LISTEN] (default \"127.0.0.1:4222\")")
+	fs.String(FlagNATSURL, "", "use this NATS server or cluster instead of the embedded one [$IOA_NATS_URL, $NATS_URL]")
+}
+
+// flagKeys maps the common flags to configuration keys.
+var flagKeys = map[string]string{
+	FlagDataDir: "bus.data_dir",
+	FlagListen:  "bus.listen",
+	FlagNATSURL: "bus.nats_url",
+}
+
+// envAliases are the short environment names documented for scripts, in
+// order of preference; every key also has its IOA_SECTION_KEY name.
+var envAliases = map[string][]string{
+	"bus.nats_url": {"IOA_NATS_URL", "IOA_BUS_NATS_URL", "NATS_URL"},
+	"bus.data_dir": {"IOA_DATA_DIR", "IOA_BUS_DATA_DIR"},
+	"bus.listen":   {"IOA_LISTEN", "IOA_BUS_LISTEN"},
+	"bus.prefix":   {"IOA_PREFIX", "IOA_BUS_PREFIX"},
+}
+
+// Load reads the defaults, then the file named by --config or $IOA_CONFIG
+// (if any), then IOA_* variables, then the flags set on fs (fs may be nil).
+func Load(fs *pflag.FlagSet) (*Config, error) { return load(fs, true) }
+
+// Defaults returns the built-in configuration alone: no file, no
+// environment, no flags. Programs that embed the runtime start from it.
+func Defaults() (*Config, error) { return load(nil, false) }
+
+func load(fs *pflag.FlagSet, useEnv bool) (*Config, error) {
+	v := viper.New()
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(strings.NewReader(string(DefaultYAML))); err != nil {
+		return nil, fmt.Errorf("configs: built-in defaults: %w", err)
+	}
+	file := ""
+	if useEnv {
+		file = os.Getenv("IOA_CONFIG")
+	}
+	if fs != nil {
+		if f := fs.Lookup(FlagConfig); f != nil && f.Changed {
+			file = f.Value.String()
+		}
+	}
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("config file: %w", err)
+		}
+		err = v.MergeConfig(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("config file %s: %w", file, err)
+		}
+	}
+	if useEnv {
+		v.SetEnvPrefix("IOA")
+		v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+		v.AutomaticEnv()
+		for key, names := range envAliases {
+			if err := v.BindEnv(append([]string{key}, names...)...); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if fs != nil {
+		for flag, key := range flagKeys {
+			if f := fs.Lookup(flag); f != nil && f.Changed {
+				v.Set(key, f.Value.String())
+			}
+		}
+	}
+	var c Config
+	if err := v.Unmarshal(&c, viper.DecodeHook(decodeHooks())); err != nil {
+		return nil, fmt.Errorf("configuration%s: %w", fileSuffix(file), err)
+	}
+	c.File = file
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
