@@ -1,0 +1,201 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// chatRecord is the referee's view of a chat: the FSM state plus the
+// bookkeeping that is not part of the protocol's pure state. Everything in
+// it can be rebuilt from the chat's log and its goal record.
+type chatRecord struct {
+	Chat      protocol.Chat        `json:"chat"`
+	StreamSeq uint64               `json:"stream_seq"` // stream sequence of the last logged message
+	Seen      map[string]sentReply `json:"seen"`       // "sender/id" -> the reply it got
+	TurnSince time.Time            `json:"turn_since"` // when the current speaker got the turn
+	TaskSince map[string]time.Time `json:"task_since"` // when each running task was assigned
+	Usage     protocol.Usage       `json:"usage"`
+	Deadline  time.Time            `json:"deadline"`
+
+	rev      uint64 // KV revision this copy was read at or written as
+	checking bool   // a deadline check is queued on the shard
+}
+
+type sentReply struct {
+	Seq   uint64         `json:"seq"`
+	State protocol.State `json:"state"`
+}
+
+func seenKey(sender, id string) string { return sender + "/" + id }
+
+func (s *Service) activeChat(comm string) *chatRecord {
+	if comm == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active[comm]
+}
+
+func (s *Service) setActive(comm string, rec *chatRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec == nil {
+		delete(s.active, comm)
+		return
+	}
+	s.active[comm] = rec
+}
+
+// chatFor returns the record of a chat, from memory or rebuilt from its log.
+// It runs on the chat's shard.
+func (s *Service) chatFor(ctx context.Context, comm string) (*chatRecord, error) {
+	if rec := s.activeChat(comm); rec != nil {
+		return rec, nil
+	}
+	rec, err := s.rebuild(ctx, comm)
+	if err != nil {
+		return nil, err
+	}
+	s.setActive(comm, rec)
+	return rec, nil
+}
+
+// rebuild folds a chat's log into a fresh record: the log is the truth, so a
+// record that is missing or behind in KV (a crash between append and save,
+// another instance) is repaired here.
+func (s *Service) rebuild(ctx context.Context, comm string) (*chatRecord, error) {
+	msgs, last, err := s.readChat(ctx, comm, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, protocol.Errorf(protocol.ErrNotFound, "no chat %s", comm)
+	}
+	rec := &chatRecord{Seen: map[string]sentReply{}, TaskSince: map[string]time.Time{}, StreamSeq: last}
+	now := time.Now().UTC()
+	for _, m := range msgs {
+		next, err := protocol.Apply(rec.Chat, m)
+		if err != nil {
+			return nil, fmt.Errorf("chat %s: log does not fold at seq %d: %w", comm, m.Seq, err)
+		}
+		prev := rec.Chat
+		rec.Chat = next
+		rec.note(prev, m, now)
+	}
+	if e, err := s.chatKV.Get(ctx, comm); err == nil {
+		rec.rev = e.Revision()
+		var old chatRecord
+		if json.Unmarshal(e.Value(), &old) == nil && old.Chat.LastSeq == rec.Chat.LastSeq {
+			rec.TurnSince, rec.TaskSince = old.TurnSince, old.TaskSince
+		}
+	}
+	if st, _, err := s.getGoal(ctx, rec.Chat.GoalID); err == nil {
+		rec.Deadline = st.Deadline
+	}
+	return rec, nil
+}
+
+// note updates the bookkeeping after m moved the chat from prev to rec.Chat.
+func (rec *chatRecord) note(prev protocol.Chat, m protocol.AgentMessage, now time.Time) {
+	if m.ID != "" {
+		rec.Seen[seenKey(m.Sender, m.ID)] = sentReply{Seq: m.Seq, State: m.State}
+	}
+	if m.Usage != nil {
+		rec.Usage = rec.Usage.Add(*m.Usage)
+	}
+	// The speaker's clock starts when the turn reaches it.
+	if rec.Chat.Speaker != prev.Speaker || protocol.IsTurnMessage(m.Type) || m.Type == protocol.MsgSystem {
+		rec.TurnSince = now
+	}
+	for _, t := range m.Tasks {
+		rec.TaskSince[t.TaskID] = now
+	}
+	if m.Type == protocol.MsgTaskResult {
+		delete(rec.TaskSince, m.TaskID)
+	}
+	if rec.Chat.Ended() {
+		clear(rec.TaskSince)
+	}
+}
+
+// save writes the record to KV with compare-and-set on its revision.
+func (s *Service) save(ctx context.Context, comm string, rec *chatRecord) error {
+	data := bus.Encode(rec)
+	var (
+		rev uint64
+		err error
+	)
+	if rec.rev == 0 {
+		rev, err = s.chatKV.Create(ctx, comm, data)
+	} else {
+		rev, err = s.chatKV.Update(ctx, comm, data, rec.rev)
+	}
+	if err != nil {
+		return err
+	}
+	rec.rev = rev
+	return nil
+}
+
+// readChat returns the logged messages of a chat with seq > after (at most
+// limit when limit > 0) and the stream sequence of its last message.
+func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit int) ([]protocol.AgentMessage, uint64, error) {
+	subject, err := s.subj.Chat(comm)
+	if err != nil {
+		return nil, 0, err
+	}
+	last, err := s.chats.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
+	}
+	cons, err := s.chats.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
+	}
+	var out []protocol.AgentMessage
+	for {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
+		}
+		n := 0
+		done := false
+		for m := range batch.Messages() {
+			n++
+			meta, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			var am protocol.AgentMessage
+			if err := json.Unmarshal(m.Data(), &am); err != nil {
+				return nil, 0, fmt.Errorf("chat %s: bad log entry at %d: %w", comm, meta.Sequence.Stream, err)
+			}
+			if am.Seq > after && (limit <= 0 || len(out) < limit) {
+				out = append(out, am)
+			}
+			if meta.Sequence.Stream >= last.Sequence || (limit > 0 && len(out) >= limit) {
+				done = true
+			}
+		}
+		if batch.Error() != nil && !errors.Is(batch.Error(), jetstream.ErrNoHeartbeat) && n == 0 {
+			return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, batch.Error())
+		}
+		if done {
+			return out, last.Sequence, nil
+		}
+		if n == 0 {
+			return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: log ended before seq %d", comm, last.Sequence)
+		}
+	}
+}

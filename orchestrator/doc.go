@@ -1,0 +1,12 @@
+// Package orchestrator is the NATS micro service ioa-orchestrator: it takes
+// goals, keeps the goal tree in KV, asks a launcher agent to form a team,
+// referees every group chat and enforces the budgets of each goal.
+//
+// The referee is the only writer of chat logs. It checks each message an
+// agent sends to its outbox with protocol.Apply before appending it to the
+// chat's JetStream log, stamps the sender from the subject, fans the message
+// out to every member's inbox, and writes task results to the task stream
+// where triggers wait on them. Chat state lives in KV ioa_chats and is
+// written with compare-and-set, and every append names the log position it
+// expects, so several orchestrator instances can serve the same chats.
+package orchestrator

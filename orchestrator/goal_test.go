@@ -1,0 +1,138 @@
+package orchestrator_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/orchestrator"
+)
+
+// scriptedLead walks a chat through every state: discussion, async tasks,
+// pause on them, a sync task fed with their results, conclusion.
+func scriptedLead(c protocol.Chat) *protocol.AgentMessage {
+	switch c.Turn {
+	case 0:
+		return &protocol.AgentMessage{Type: protocol.MsgDiscussion, Content: "plan: alpha and beta in parallel, then alpha sums", NextSpeaker: []string{"alpha"}, UpdatedPlan: "1. a 2. b 3. sum"}
+	case 2:
+		return &protocol.AgentMessage{Type: protocol.MsgAsyncAssign, Tasks: []protocol.Task{
+			{TaskID: "ta", Assignee: "alpha", TaskAbstract: "count", TaskDesc: "count to 3"},
+			{Assignee: "beta", TaskAbstract: "double", TaskDesc: "double 21"},
+		}}
+	case 3:
+		return &protocol.AgentMessage{Type: protocol.MsgPause, Triggers: c.RunningTasks()}
+	case 4:
+		var parts []string
+		for _, t := range c.Tasks {
+			parts = append(parts, t.Result)
+		}
+		return &protocol.AgentMessage{Type: protocol.MsgSyncTaskAssign, Tasks: []protocol.Task{
+			{TaskID: "tsum", Assignee: "alpha", TaskAbstract: "sum", TaskDesc: "sum " + strings.Join(parts, " ")},
+		}}
+	default:
+		t, _ := c.Task("tsum")
+		return &protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "answer: " + t.Result}
+	}
+}
+
+func TestGoalThroughEveryStateWithWireAgents(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{})
+	ctx := t.Context()
+	lead := newWireAgent(t, w.b, card("lead", "leads the team"))
+	lead.team = []string{"alpha", "beta"}
+	lead.speak = scriptedLead
+	alpha := newWireAgent(t, w.b, card("alpha", "counts and sums numbers"))
+	alpha.speak = func(protocol.Chat) *protocol.AgentMessage {
+		return &protocol.AgentMessage{Type: protocol.MsgDiscussion, Content: "ready", NextSpeaker: []string{"lead"}}
+	}
+	alpha.work = func(task protocol.Task) string {
+		if strings.HasPrefix(task.TaskDesc, "sum") {
+			return "45"
+		}
+		return "1 2 3"
+	}
+	beta := newWireAgent(t, w.b, card("beta", "doubles numbers"))
+	beta.work = func(protocol.Task) string { return "42" }
+	alpha.holdAsync, beta.holdAsync = true, true
+	for _, a := range []*wireAgent{lead, alpha, beta} {
+		a.start(ctx)
+	}
+
+	res := w.submitWait(t, protocol.GoalRequest{Goal: "count, double, then sum", Launcher: "lead"})
+	if res.Status != protocol.GoalConcluded || res.Conclusion != "answer: 45" {
+		t.Fatalf("result = %+v", res)
+	}
+	if res.Turns != 6 {
+		t.Errorf("turns = %d, want 6", res.Turns)
+	}
+	log := w.chatLog(t, "lead", res.CommID)
+	type step struct {
+		typ, sender string
+		state       protocol.State
+	}
+	var got []step
+	for _, m := range log {
+		got = append(got, step{m.Type, m.Sender, m.State})
+	}
+	// Progress and results of the two async tasks may interleave; check the
+	// fixed skeleton and the multiset of the rest.
+	want := []step{
+		{protocol.MsgSystem, protocol.SystemSender, protocol.StateDiscussion},
+		{protocol.MsgDiscussion, "lead", protocol.StateDiscussion},
+		{protocol.MsgDiscussion, "alpha", protocol.StateDiscussion},
+		{protocol.MsgAsyncAssign, "lead", protocol.StateAsyncTasks},
+	}
+	if len(got) < len(want) || fmt.Sprint(got[:4]) != fmt.Sprint(want) {
+		t.Fatalf("log starts %v, want %v", got, want)
+	}
+	counts := map[string]int{}
+	for _, s := range got {
+		counts[s.typ+"/"+s.sender]++
+	}
+	wantCounts := map[string]int{
+		"system/system": 1, "discussion/lead": 1, "discussion/alpha": 1, "async_task_assign/lead": 1,
+		"task_progress/alpha": 1, "task_progress/beta": 1, "task_result/alpha": 2, "task_result/beta": 1,
+		"pause/lead": 1, "sync_task_assign/lead": 1, "conclusion/lead": 1,
+	}
+	if fmt.Sprint(counts) != fmt.Sprint(wantCounts) {
+		t.Fatalf("message counts = %v, want %v", counts, wantCounts)
+	}
+	last := log[len(log)-1]
+	if last.Type != protocol.MsgConclusion || last.State != protocol.StateConclusion {
+		t.Fatalf("last message = %+v", last)
+	}
+	for i, m := range log {
+		if m.Seq != uint64(i+1) {
+			t.Fatalf("seq %d at position %d", m.Seq, i)
+		}
+	}
+	// The referee named beta's task, and the sync task saw both results.
+	for _, m := range log {
+		if m.Type == protocol.MsgSyncTaskAssign && m.Tasks[0].TaskDesc != "sum 1 2 3 42" {
+			t.Errorf("sync task desc = %q", m.Tasks[0].TaskDesc)
+		}
+		if m.Type == protocol.MsgAsyncAssign && (m.Tasks[1].TaskID == "" || m.Tasks[0].TaskID != "ta") {
+			t.Errorf("task ids = %q %q", m.Tasks[0].TaskID, m.Tasks[1].TaskID)
+		}
+	}
+	// Every member's replica folded the same log.
+	for _, a := range []*wireAgent{lead, alpha, beta} {
+		waitFor(t, a.card.Name+" replica", func() bool { return len(a.log(res.CommID)) == len(log) })
+	}
+	// The goal record and the task stream agree.
+	var st protocol.GoalStatus
+	if err := requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: res.GoalID}, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != protocol.GoalConcluded || st.Result == nil || st.Result.Conclusion != "answer: 45" || len(st.Team) != 3 {
+		t.Fatalf("goal status = %+v", st)
+	}
+	info, err := w.b.JetStream().Stream(ctx, "IOA_TASKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 3 {
+		t.Fatalf("task stream has %d results, want 3", n)
+	}
+}

@@ -1,0 +1,361 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"golang.org/x/time/rate"
+)
+
+// handleOutbox referees one message an agent sends to its outbox.
+func (s *Service) handleOutbox(ctx context.Context, r micro.Request) {
+	defer s.recoverTo(r)
+	as, err := s.subj.ParseAgent(r.Subject())
+	if err != nil || as.Kind != bus.AgentOut || as.CommID == "" {
+		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrInvalid, "bad outbox subject %q", r.Subject()))
+		return
+	}
+	var m protocol.AgentMessage
+	if err := s.codec.Decode(r.Data(), &m); err != nil {
+		_ = bus.RespondError(r, err)
+		return
+	}
+	if err := checkAgentMessage(&m); err != nil {
+		_ = bus.RespondError(r, err)
+		return
+	}
+	if !s.limits.allow(as.Name) {
+		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrRateLimited, "agent %s sends faster than %.0f messages/s", as.Name, s.cfg.AgentRate))
+		return
+	}
+	// The sender is the name in the subject, never what the body claims.
+	m.Sender = as.Name
+	s.onShard(ctx, as.CommID, func() {
+		defer s.recoverTo(r)
+		reply, err := s.submitMessage(ctx, as.CommID, m)
+		if err != nil {
+			_ = bus.RespondError(r, err)
+			return
+		}
+		_ = r.Respond(bus.Encode(reply))
+	})
+}
+
+// checkAgentMessage rejects what no agent may send, before any state is read.
+func checkAgentMessage(m *protocol.AgentMessage) error {
+	if err := protocol.CheckID("id", m.ID); err != nil {
+		return err
+	}
+	switch m.Type {
+	case protocol.MsgSystem:
+		return protocol.Errorf(protocol.ErrForbidden, "only the referee sends system messages")
+	case protocol.MsgDiscussion, protocol.MsgSyncTaskAssign, protocol.MsgAsyncAssign, protocol.MsgPause,
+		protocol.MsgConclusion, protocol.MsgTaskProgress, protocol.MsgTaskResult:
+	default:
+		return protocol.Errorf(protocol.ErrInvalid, "unknown message type %q", m.Type)
+	}
+	if m.V != 0 && m.V != protocol.Version {
+		return protocol.Errorf(protocol.ErrInvalid, "protocol version %d is not supported (want %d)", m.V, protocol.Version)
+	}
+	// Fields only the referee sets are cleared rather than trusted.
+	m.Event, m.Status, m.Reason, m.Team, m.Launcher, m.Goal, m.Attempt = "", "", "", nil, "", "", 0
+	return nil
+}
+
+// submitMessage runs on the chat's shard: dedupe, stamp, check with Apply,
+// append, fan out.
+func (s *Service) submitMessage(ctx context.Context, comm string, m protocol.AgentMessage) (protocol.SendReply, error) {
+	rec, err := s.chatFor(ctx, comm)
+	if err != nil {
+		return protocol.SendReply{}, err
+	}
+	if prev, ok := rec.Seen[seenKey(m.Sender, m.ID)]; ok {
+		return protocol.SendReply{Seq: prev.Seq, State: prev.State}, nil
+	}
+	if !rec.Chat.Ended() && !rec.Chat.IsMember(m.Sender) {
+		return protocol.SendReply{}, protocol.Errorf(protocol.ErrNotMember, "%s is not a member of chat %s", m.Sender, comm)
+	}
+	if int(rec.Chat.LastSeq) >= s.cfg.MaxChatMessages {
+		return protocol.SendReply{}, protocol.Errorf(protocol.ErrQuotaExceeded, "chat %s reached its limit of %d messages", comm, s.cfg.MaxChatMessages)
+	}
+	return s.appendMsg(ctx, comm, rec, m)
+}
+
+// appendMsg stamps, applies and logs m, then runs its effects. It runs on
+// the chat's shard.
+func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m protocol.AgentMessage) (protocol.SendReply, error) {
+	now := time.Now().UTC()
+	m.V, m.CommID, m.GoalID = protocol.Version, comm, rec.Chat.GoalID
+	m.Seq, m.TS = rec.Chat.LastSeq+1, now
+	if m.Type == protocol.MsgSyncTaskAssign || m.Type == protocol.MsgAsyncAssign {
+		assignTaskIDs(&rec.Chat, m.Tasks)
+	}
+	next, err := protocol.Apply(rec.Chat, m)
+	if err != nil {
+		return protocol.SendReply{}, err
+	}
+	m.State, m.Turn = next.State, next.Turn
+	if m.Type == protocol.MsgTaskResult {
+		if t, ok := next.Task(m.TaskID); ok {
+			m.Attempt = t.Attempt
+		}
+	}
+	subject, _ := s.subj.Chat(comm)
+	ack, err := s.js.Publish(ctx, subject, bus.Encode(m),
+		jetstream.WithMsgID(fmt.Sprintf("%s.%d", comm, m.Seq)),
+		jetstream.WithExpectLastSequencePerSubject(rec.StreamSeq))
+	if err != nil {
+		// Another instance appended first, or our copy is stale: forget it,
+		// so the next attempt rebuilds from the log.
+		s.setActive(comm, nil)
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			return protocol.SendReply{}, protocol.Errorf(protocol.ErrConflict, "chat %s moved on meanwhile; send again", comm)
+		}
+		return protocol.SendReply{}, protocol.Errorf(protocol.ErrUnavailable, "append to chat %s: %v", comm, err)
+	}
+	if ack.Duplicate {
+		s.setActive(comm, nil)
+		return protocol.SendReply{}, protocol.Errorf(protocol.ErrConflict, "chat %s moved on meanwhile; send again", comm)
+	}
+	prev := rec.Chat
+	rec.Chat, rec.StreamSeq = next, ack.Sequence
+	rec.note(prev, m, now)
+	if err := s.save(ctx, comm, rec); err != nil {
+		// The log holds the message; the record is rebuilt from it later.
+		s.log.Warn("save chat record", "comm", comm, "err", err)
+		s.setActive(comm, nil)
+	}
+	s.fanOut(rec, m)
+	s.effects(ctx, comm, rec, prev, m)
+	return protocol.SendReply{Seq: m.Seq, State: m.State}, nil
+}
+
+// assignTaskIDs gives an id to every task that came without one.
+func assignTaskIDs(c *protocol.Chat, tasks []protocol.Task) {
+	n := len(c.Tasks)
+	for i := range tasks {
+		if tasks[i].TaskID != "" {
+			continue
+		}
+		for {
+			n++
+			id := fmt.Sprintf("t%d", n)
+			if _, used := c.Task(id); !used && !taskListHas(tasks, id) {
+				tasks[i].TaskID = id
+				break
+			}
+		}
+	}
+}
+
+func taskListHas(ts []protocol.Task, id string) bool {
+	for _, t := range ts {
+		if t.TaskID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// fanOut delivers a logged message to every member's inbox.
+func (s *Service) fanOut(rec *chatRecord, m protocol.AgentMessage) {
+	data := bus.Encode(m)
+	for _, name := range rec.Chat.Members {
+		subject, err := s.subj.Inbox(name, rec.Chat.CommID)
+		if err != nil {
+			continue
+		}
+		if err := s.nc.Publish(subject, data); err != nil {
+			s.log.Warn("deliver to inbox", "member", name, "err", err)
+		}
+	}
+}
+
+// effects publishes what a logged message means outside the chat: goal
+// events, trigger subjects, the end of the goal, the turn limit.
+func (s *Service) effects(ctx context.Context, comm string, rec *chatRecord, prev protocol.Chat, m protocol.AgentMessage) {
+	goal := rec.Chat.GoalID
+	s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventMessage, CommID: comm, Message: &m})
+	for i := range m.Tasks {
+		s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventTaskAssigned, CommID: comm, Task: &m.Tasks[i]})
+	}
+	if m.Type == protocol.MsgTaskResult {
+		t, _ := rec.Chat.Task(m.TaskID)
+		if subject, err := s.subj.Task(comm, m.TaskID); err == nil {
+			msgID := fmt.Sprintf("%s.%s.%d", comm, m.TaskID, max(t.Attempt, 1))
+			if _, err := s.js.Publish(ctx, subject, bus.Encode(m), jetstream.WithMsgID(msgID)); err != nil {
+				s.log.Warn("publish task result", "comm", comm, "task", m.TaskID, "err", err)
+			}
+		}
+		s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventTaskDone, CommID: comm, Task: &t.Task, Message: &m})
+	}
+	c := rec.Chat
+	switch {
+	case c.Ended():
+		s.setActive(comm, nil)
+		status, reason, text := c.Outcome, c.Reason, c.Conclusion
+		if status == protocol.GoalConcluded && c.Reason == "turn_limit" {
+			reason = "turn_limit: concluded in the launcher's last turn"
+		}
+		s.finishGoal(ctx, goal, status, text, reason, &chatSum{Usage: rec.Usage, Turns: c.Turn})
+	case c.State == protocol.StateDiscussion && c.Turn >= c.MaxTurns && !c.FinalTurn:
+		_, err := s.appendMsg(ctx, comm, rec, protocol.AgentMessage{
+			Type: protocol.MsgSystem, Sender: protocol.SystemSender, Event: protocol.EventTurnLimit,
+			ID: fmt.Sprintf("sys-%d", c.LastSeq+1), NextSpeaker: []string{c.Launcher},
+			Content: fmt.Sprintf("Turn limit of %d reached: %s, conclude now with what is known.", c.MaxTurns, c.Launcher),
+		})
+		if err != nil {
+			s.log.Warn("turn limit message", "comm", comm, "err", err)
+		}
+	}
+}
+
+// system appends a referee message to a chat; it runs on the chat's shard.
+func (s *Service) system(ctx context.Context, comm string, m protocol.AgentMessage) error {
+	rec, err := s.chatFor(ctx, comm)
+	if err != nil {
+		return err
+	}
+	if rec.Chat.Ended() {
+		return nil
+	}
+	m.Sender = protocol.SystemSender
+	if m.ID == "" {
+		m.ID = fmt.Sprintf("sys-%d", rec.Chat.LastSeq+1)
+	}
+	_, err = s.appendMsg(ctx, comm, rec, m)
+	return err
+}
+
+// endChat ends a chat that is still open (cancel, timeout, failure); done,
+// if not nil, is closed once it has.
+func (s *Service) endChat(ctx context.Context, comm, status, reason string, done chan struct{}) {
+	s.onShardAsync(ctx, comm, func() {
+		if done != nil {
+			defer close(done)
+		}
+		rec, err := s.chatFor(ctx, comm)
+		if err != nil || rec.Chat.Ended() {
+			return
+		}
+		err = s.system(ctx, comm, protocol.AgentMessage{
+			Type: protocol.MsgSystem, Event: protocol.EventEnd, Status: status, Reason: reason,
+			Content: summarize(rec.Chat, reason),
+		})
+		if err != nil {
+			s.log.Warn("end chat", "comm", comm, "err", err)
+		}
+	})
+}
+
+// onShardAsync queues job without blocking the caller, which may itself be
+// a shard job.
+func (s *Service) onShardAsync(ctx context.Context, key string, job func()) {
+	s.wg.Go(func() { s.onShard(ctx, key, job) })
+}
+
+// summarize assembles a conclusion from the task results so far, for chats
+// the referee has to end itself.
+func summarize(c protocol.Chat, reason string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Ended by the referee: %s.", reason)
+	for _, t := range c.Tasks {
+		label := t.TaskAbstract
+		if label == "" {
+			label = t.TaskDesc
+		}
+		switch t.Status {
+		case protocol.TaskCompleted:
+			fmt.Fprintf(&b, "\n- %s (%s): %s", label, t.Assignee, t.Result)
+		default:
+			fmt.Fprintf(&b, "\n- %s (%s): %s", label, t.Assignee, t.Status)
+		}
+	}
+	return b.String()
+}
+
+// handleHistory answers a member's catch-up request.
+func (s *Service) handleHistory(ctx context.Context, r micro.Request) {
+	defer s.recoverTo(r)
+	as, err := s.subj.ParseAgent(r.Subject())
+	if err != nil || as.Kind != bus.AgentHistory || as.CommID == "" {
+		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrInvalid, "bad history subject %q", r.Subject()))
+		return
+	}
+	var req protocol.HistoryRequest
+	if err := s.codec.DecodeOptional(r.Data(), &req); err != nil {
+		_ = bus.RespondError(r, err)
+		return
+	}
+	if req.Limit < 0 || req.Limit > 1000 {
+		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrInvalid, "limit %d is not between 1 and 1000", req.Limit))
+		return
+	}
+	if req.Limit == 0 {
+		req.Limit = 1000
+	}
+	msgs, _, err := s.readChat(ctx, as.CommID, 0, 0)
+	if err != nil {
+		_ = bus.RespondError(r, err)
+		return
+	}
+	if len(msgs) == 0 {
+		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrNotFound, "no chat %s", as.CommID))
+		return
+	}
+	if start := msgs[0]; !memberOf(start, as.Name) {
+		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrNotMember, "%s is not a member of chat %s", as.Name, as.CommID))
+		return
+	}
+	out := protocol.HistoryReply{Messages: []protocol.AgentMessage{}, LastSeq: msgs[len(msgs)-1].Seq}
+	for _, m := range msgs {
+		if m.Seq > req.AfterSeq && len(out.Messages) < req.Limit {
+			out.Messages = append(out.Messages, m)
+		}
+	}
+	_ = r.Respond(bus.Encode(out))
+}
+
+func memberOf(start protocol.AgentMessage, name string) bool {
+	for _, c := range start.Team {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// rateLimits keeps one token bucket per sending agent.
+type rateLimits struct {
+	mu    sync.Mutex
+	r     rate.Limit
+	burst int
+	byKey map[string]*rate.Limiter
+}
+
+func newRateLimits(perSecond float64, burst int) *rateLimits {
+	return &rateLimits{r: rate.Limit(perSecond), burst: burst, byKey: map[string]*rate.Limiter{}}
+}
+
+func (l *rateLimits) allow(key string) bool {
+	l.mu.Lock()
+	lim, ok := l.byKey[key]
+	if !ok {
+		if len(l.byKey) > 100_000 {
+			clear(l.byKey) // bound memory; a reset bucket only forgives
+		}
+		lim = rate.NewLimiter(l.r, l.burst)
+		l.byKey[key] = lim
+	}
+	l.mu.Unlock()
+	return lim.Allow()
+}

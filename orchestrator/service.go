@@ -1,0 +1,237 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// Config holds the orchestrator's budgets. Zero values mean the defaults
+// noted on each field.
+type Config struct {
+	Coordinator     string        // default launcher; "coordinator"
+	MaxTurns        int           // per chat; 24
+	MaxDepth        int           // nested team-up below a root goal; 2 (negative: none)
+	MaxTeamSize     int           // members, launcher included; 8
+	GoalTimeout     time.Duration // 5m
+	SpeakerTimeout  time.Duration // 30s
+	TaskTimeout     time.Duration // 2m
+	LaunchTimeout   time.Duration // how long a launcher may take to form a team; 30s
+	MaxChatMessages int           // per chat log; 1000
+	AgentRate       float64       // outbox messages per second per agent; 50
+	AgentBurst      int           // 100
+	SweepInterval   time.Duration // how often deadlines are checked; 100ms
+	Logger          *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if c.Coordinator == "" {
+		c.Coordinator = "coordinator"
+	}
+	def(&c.MaxTurns, 24)
+	switch {
+	case c.MaxDepth == 0:
+		c.MaxDepth = 2
+	case c.MaxDepth < 0:
+		c.MaxDepth = 0
+	}
+	def(&c.MaxTeamSize, 8)
+	defD(&c.GoalTimeout, 5*time.Minute)
+	defD(&c.SpeakerTimeout, 30*time.Second)
+	defD(&c.TaskTimeout, 2*time.Minute)
+	defD(&c.LaunchTimeout, 30*time.Second)
+	def(&c.MaxChatMessages, 1000)
+	if c.AgentRate <= 0 {
+		c.AgentRate = 50
+	}
+	def(&c.AgentBurst, 100)
+	defD(&c.SweepInterval, 100*time.Millisecond)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Service is a running orchestrator instance.
+type Service struct {
+	cfg   Config
+	b     *bus.Bus
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	subj  bus.Subjects
+	codec bus.Codec
+	log   *slog.Logger
+
+	goals  jetstream.KeyValue
+	chatKV jetstream.KeyValue
+	chats  jetstream.Stream
+
+	svc    micro.Service
+	shards []chan func()
+	limits *rateLimits
+
+	mu     sync.Mutex
+	active map[string]*chatRecord // comm_id -> record of the chats this instance referees
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New prepares an orchestrator on b. Start serves it.
+func New(b *bus.Bus, cfg Config) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := protocol.CheckName("coordinator", cfg.Coordinator); err != nil {
+		return nil, fmt.Errorf("orchestrator: %w", err)
+	}
+	return &Service{
+		cfg: cfg, b: b, subj: b.Subjects(), codec: b.Codec(), log: cfg.Logger,
+		active: map[string]*chatRecord{},
+		limits: newRateLimits(cfg.AgentRate, cfg.AgentBurst),
+	}, nil
+}
+
+// numShards is how many chats the referee works on at once; messages of one
+// chat always go to the same shard, so each chat is handled in order.
+const numShards = 16
+
+// Start opens the service's resources, resumes the chats and goals that
+// were running, and begins serving. It returns once requests are served.
+func (s *Service) Start(ctx context.Context) error {
+	nc, err := s.b.NewConn("ioa-orchestrator")
+	if err != nil {
+		return fmt.Errorf("orchestrator: %w", err)
+	}
+	s.nc = nc
+	s.js, err = jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("orchestrator: %w", err)
+	}
+	if s.goals, err = s.js.KeyValue(ctx, bus.BucketGoals); err != nil {
+		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketGoals, err)
+	}
+	if s.chatKV, err = s.js.KeyValue(ctx, bus.BucketChats); err != nil {
+		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketChats, err)
+	}
+	if s.chats, err = s.js.Stream(ctx, bus.StreamChats); err != nil {
+		return fmt.Errorf("orchestrator: stream %s: %w", bus.StreamChats, err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	s.shards = make([]chan func(), numShards)
+	for i := range s.shards {
+		ch := make(chan func(), 256)
+		s.shards[i] = ch
+		s.wg.Go(func() {
+			for {
+				select {
+				case <-runCtx.Done():
+					return
+				case job := <-ch:
+					job()
+				}
+			}
+		})
+	}
+	if err := s.resume(runCtx); err != nil {
+		cancel()
+		s.wg.Wait()
+		return err
+	}
+	if err := s.serve(runCtx); err != nil {
+		cancel()
+		s.wg.Wait()
+		return err
+	}
+	s.wg.Go(func() { s.sweep(runCtx) })
+	return nil
+}
+
+func (s *Service) serve(ctx context.Context) error {
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        "ioa-orchestrator",
+		Version:     "1.0.0",
+		Description: "IoA goals, team-up and the chat referee",
+		QueueGroup:  "ioa-orchestrator",
+	})
+	if err != nil {
+		return fmt.Errorf("orchestrator: micro: %w", err)
+	}
+	s.svc = svc
+	opts := []bus.HandlerOption{bus.WithLogger(s.log)}
+	goals := svc.AddGroup(s.subj.GoalGroup())
+	add := func(g micro.Group, name string, h micro.Handler, o ...micro.EndpointOpt) error {
+		if err := g.AddEndpoint(name, h, o...); err != nil {
+			return fmt.Errorf("orchestrator: endpoint %s: %w", name, err)
+		}
+		return nil
+	}
+	errs := []error{
+		add(goals, bus.GoalSubmit, micro.HandlerFunc(func(r micro.Request) { s.handleSubmit(ctx, r) })),
+		add(goals, bus.GoalGet, bus.Handle(ctx, s.codec, s.handleGet, opts...)),
+		add(goals, bus.GoalList, bus.Handle(ctx, s.codec, s.handleList, append(opts, bus.EmptyMeansObject())...)),
+		add(goals, bus.GoalCancel, bus.Handle(ctx, s.codec, s.handleCancel, opts...)),
+		add(svc, "teamup", bus.Handle(ctx, s.codec, s.handleTeamup, opts...), micro.WithEndpointSubject(s.subj.Teamup())),
+		add(svc, "outbox", micro.HandlerFunc(func(r micro.Request) { s.handleOutbox(ctx, r) }), micro.WithEndpointSubject(s.subj.AllOutboxes())),
+		add(svc, "history", micro.HandlerFunc(func(r micro.Request) { s.handleHistory(ctx, r) }), micro.WithEndpointSubject(s.subj.AllHistory())),
+	}
+	return errors.Join(errs...)
+}
+
+// Shutdown stops serving, waits for in-flight work and closes the
+// connection. Running goals stay in KV; another instance, or this one
+// started again, resumes them.
+func (s *Service) Shutdown(ctx context.Context) error {
+	var err error
+	s.once.Do(func() {
+		if s.svc != nil {
+			err = s.svc.Stop()
+		}
+		if s.cancel != nil {
+			s.cancel()
+		}
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = errors.Join(err, ctx.Err())
+		}
+		if s.nc != nil {
+			s.nc.Close()
+		}
+	})
+	return err
+}
+
+// onShard runs job on the shard that owns key (a comm or goal id), so work
+// on one chat is serialised without a lock per chat.
+func (s *Service) onShard(ctx context.Context, key string, job func()) {
+	var h uint32 = 2166136261
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	select {
+	case s.shards[h%numShards] <- job:
+	case <-ctx.Done():
+	}
+}

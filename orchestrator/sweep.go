@@ -1,0 +1,128 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+)
+
+// sweep checks deadlines: goal timeouts, silent speakers, overdue tasks.
+// Nothing in a chat waits forever: each wait ends in a system message.
+func (s *Service) sweep(ctx context.Context) {
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		var due []string
+		for comm, rec := range s.active {
+			if !rec.checking {
+				rec.checking = true
+				due = append(due, comm)
+			}
+		}
+		s.mu.Unlock()
+		for _, comm := range due {
+			s.onShard(ctx, comm, func() { s.checkChat(ctx, comm) })
+		}
+	}
+}
+
+// checkChat runs on the chat's shard.
+func (s *Service) checkChat(ctx context.Context, comm string) {
+	rec := s.activeChat(comm)
+	if rec == nil {
+		return
+	}
+	s.mu.Lock()
+	rec.checking = false
+	s.mu.Unlock()
+	c := rec.Chat
+	if c.Ended() {
+		s.setActive(comm, nil)
+		return
+	}
+	now := time.Now()
+	var err error
+	switch {
+	case !rec.Deadline.IsZero() && now.After(rec.Deadline):
+		err = s.system(ctx, comm, protocol.AgentMessage{
+			Type: protocol.MsgSystem, Event: protocol.EventEnd, Status: protocol.GoalTimedOut,
+			Reason: "goal_timeout", Content: summarize(c, "the goal's time ran out"),
+		})
+	case c.State == protocol.StateDiscussion && c.Speaker != "" && now.Sub(rec.TurnSince) > s.cfg.SpeakerTimeout:
+		if c.Speaker != c.Launcher {
+			err = s.system(ctx, comm, protocol.AgentMessage{
+				Type: protocol.MsgSystem, Event: protocol.EventSpeakerTimeout, NextSpeaker: []string{c.Launcher},
+				Content: fmt.Sprintf("%s did not speak within %s; the turn goes back to %s.", c.Speaker, s.cfg.SpeakerTimeout, c.Launcher),
+			})
+			break
+		}
+		reason := "launcher_timeout"
+		if c.FinalTurn {
+			reason = "turn_limit"
+		}
+		err = s.system(ctx, comm, protocol.AgentMessage{
+			Type: protocol.MsgSystem, Event: protocol.EventEnd, Status: protocol.GoalFailed, Reason: reason,
+			Content: summarize(c, fmt.Sprintf("the launcher %s did not speak within %s", c.Launcher, s.cfg.SpeakerTimeout)),
+		})
+	default:
+		for _, id := range c.RunningTasks() {
+			since, ok := rec.TaskSince[id]
+			if !ok || now.Sub(since) <= s.cfg.TaskTimeout {
+				continue
+			}
+			err = s.system(ctx, comm, protocol.AgentMessage{
+				Type: protocol.MsgTaskResult, TaskID: id, TaskStatus: protocol.TaskFailed,
+				TaskConclusion: fmt.Sprintf("no result within %s", s.cfg.TaskTimeout), ID: "timeout-" + id,
+			})
+			break
+		}
+	}
+	if err != nil {
+		s.log.Warn("deadline check", "comm", comm, "err", err)
+	}
+}
+
+// resume picks up the goals that were running when the orchestrator
+// stopped: their chats are rebuilt from the logs, and goals still forming a
+// team are launched again.
+func (s *Service) resume(ctx context.Context) error {
+	keys, err := s.goals.ListKeys(ctx)
+	if err != nil {
+		return nil // an empty bucket has no keys
+	}
+	for id := range keys.Keys() {
+		st, _, err := s.getGoal(ctx, id)
+		if err != nil || protocol.GoalEnded(st.Status) {
+			continue
+		}
+		switch {
+		case st.CommID != "":
+			rec, err := s.rebuild(ctx, st.CommID)
+			if err != nil {
+				s.log.Warn("resume chat", "goal", id, "comm", st.CommID, "err", err)
+				continue
+			}
+			if rec.Chat.Ended() {
+				s.wg.Go(func() {
+					s.finishGoal(ctx, id, rec.Chat.Outcome, rec.Chat.Conclusion, rec.Chat.Reason, &chatSum{Usage: rec.Usage, Turns: rec.Chat.Turn})
+				})
+				continue
+			}
+			rec.TurnSince = time.Now().UTC() // whoever holds the turn gets a full timeout after the restart
+			s.setActive(st.CommID, rec)
+		case time.Now().After(st.Deadline):
+			s.wg.Go(func() { s.finishGoal(ctx, id, protocol.GoalTimedOut, "", "goal_timeout", nil) })
+		default:
+			s.wg.Go(func() { s.launch(ctx, st) })
+		}
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// inviteTimeout bounds how long a member may take to answer an invitation.
+const inviteTimeout = 5 * time.Second
+
+// handleTeamup checks the team, invites the members and starts the chat.
+func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protocol.TeamupRequest) (*protocol.TeamupReply, error) {
+	if err := protocol.CheckID("goal_id", req.GoalID); err != nil {
+		return nil, err
+	}
+	if err := protocol.CheckName("launcher", req.Launcher); err != nil {
+		return nil, err
+	}
+	for _, n := range req.Members {
+		if err := protocol.CheckName("member", n); err != nil {
+			return nil, err
+		}
+	}
+	st, _, err := s.getGoal(ctx, req.GoalID)
+	if err != nil {
+		return nil, err
+	}
+	if st.Launcher != req.Launcher {
+		return nil, protocol.Errorf(protocol.ErrForbidden, "%s is not the launcher of goal %s", req.Launcher, req.GoalID)
+	}
+	members := dedupe(append([]string{req.Launcher}, req.Members...))
+	if st.CommID != "" {
+		return &protocol.TeamupReply{CommID: st.CommID}, nil // a retried request
+	}
+	if protocol.GoalEnded(st.Status) {
+		return nil, protocol.Errorf(protocol.ErrConflict, "goal %s has already ended (%s)", st.GoalID, st.Status)
+	}
+	if len(members) > s.cfg.MaxTeamSize {
+		return nil, protocol.Errorf(protocol.ErrInvalid, "team of %d is over the limit of %d members", len(members), s.cfg.MaxTeamSize)
+	}
+	cards, err := s.memberCards(ctx, members)
+	if err != nil {
+		return nil, err
+	}
+	comm := newID("c")
+	depth := st.MaxDepth
+	if err := s.invite(ctx, comm, st, cards, depth); err != nil {
+		return nil, err
+	}
+	st, err = s.updateGoal(ctx, st.GoalID, func(g *protocol.GoalStatus) error {
+		if g.CommID != "" || protocol.GoalEnded(g.Status) {
+			return protocol.Errorf(protocol.ErrConflict, "goal %s changed while its team formed (%s)", g.GoalID, g.Status)
+		}
+		g.CommID, g.Team, g.Status = comm, members, protocol.GoalRunning
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.event(protocol.GoalEvent{GoalID: st.GoalID, Kind: protocol.EventTeamFormed, CommID: comm, Team: members})
+	start := protocol.AgentMessage{
+		Type: protocol.MsgSystem, Event: protocol.EventStart, ID: "start", Sender: protocol.SystemSender,
+		GoalID: st.GoalID, Goal: st.Goal, Content: st.Goal, Launcher: req.Launcher, Team: cards,
+		MaxTurns: st.MaxTurns, TeamUpDepth: depth, NextSpeaker: []string{req.Launcher},
+	}
+	done := make(chan error, 1)
+	s.onShard(ctx, comm, func() {
+		rec := &chatRecord{
+			Seen: map[string]sentReply{}, TaskSince: map[string]time.Time{},
+			Deadline: st.Deadline, Chat: protocol.Chat{GoalID: st.GoalID},
+		}
+		_, err := s.appendMsg(ctx, comm, rec, start)
+		if err == nil {
+			s.setActive(comm, rec)
+		}
+		done <- err
+	})
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		s.wg.Go(func() { s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the chat: "+err.Error(), nil) })
+		return nil, protocol.Errorf(protocol.ErrUnavailable, "start chat: %v", err)
+	}
+	return &protocol.TeamupReply{CommID: comm}, nil
+}
+
+// memberCards fetches each member's card from the registry and checks it is
+// online.
+func (s *Service) memberCards(ctx context.Context, members []string) ([]protocol.AgentCard, error) {
+	cards := make([]protocol.AgentCard, len(members))
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, name := range members {
+		wg.Go(func() {
+			var info protocol.AgentInfo
+			err := bus.Request(ctx, s.nc, s.subj.Registry(bus.RegistryGet), protocol.NameRequest{Name: name}, &info)
+			switch {
+			case errors.Is(err, protocol.ErrNotFound):
+				errs[i] = protocol.Errorf(protocol.ErrNotFound, "member %s is not registered", name)
+			case err != nil:
+				errs[i] = protocol.Errorf(protocol.ErrUnavailable, "registry: %v", err)
+			case !info.Online:
+				errs[i] = protocol.Errorf(protocol.ErrConflict, "member %s is offline", name)
+			default:
+				cards[i] = info.AgentCard
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, e := range errs {
+			if e != nil {
+				return nil, e
+			}
+		}
+	}
+	return cards, nil
+}
+
+// invite asks every member but the launcher to join; all must accept.
+func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatus, cards []protocol.AgentCard, depth int) error {
+	req := protocol.InviteRequest{
+		CommID: comm, GoalID: st.GoalID, Goal: st.Goal, Launcher: st.Launcher,
+		Team: cards, MaxTurns: st.MaxTurns, TeamUpDepth: depth,
+	}
+	errs := make([]error, len(cards))
+	var wg sync.WaitGroup
+	for i, c := range cards {
+		if c.Name == st.Launcher {
+			continue
+		}
+		wg.Go(func() {
+			ictx, cancel := context.WithTimeout(ctx, inviteTimeout)
+			defer cancel()
+			subject, err := s.subj.AgentInviteSubject(c.Name)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			var reply protocol.InviteReply
+			if err := bus.Request(ictx, s.nc, subject, req, &reply); err != nil {
+				errs[i] = protocol.Errorf(protocol.ErrConflict, "member %s did not answer the invitation: %v", c.Name, err)
+				return
+			}
+			if !reply.Accept {
+				errs[i] = protocol.Errorf(protocol.ErrConflict, "member %s declined: %s", c.Name, reply.Reason)
+			}
+		})
+	}
+	wg.Wait()
+	if i := slices.IndexFunc(errs, func(e error) bool { return e != nil }); i >= 0 {
+		return errs[i]
+	}
+	return nil
+}
+
