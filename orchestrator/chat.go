@@ -164,8 +164,11 @@ func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit
 		return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
 	}
 	var out []protocol.AgentMessage
+	empty := 0
 	for {
-		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
+		// The log's end is known (last), so take what is there without
+		// waiting for a full batch.
+		batch, err := cons.FetchNoWait(256)
 		if err != nil {
 			return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
 		}
@@ -195,7 +198,10 @@ func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit
 			return out, last.Sequence, nil
 		}
 		if n == 0 {
-			return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: log ended before seq %d", comm, last.Sequence)
+			if empty++; empty > 100 {
+				return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: log ended before seq %d", comm, last.Sequence)
+			}
+			time.Sleep(time.Millisecond)
 		}
 	}
 }
