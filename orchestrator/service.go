@@ -162,6 +162,13 @@ func (s *Service) Start(ctx context.Context) error {
 		s.wg.Wait()
 		return err
 	}
+	// Make sure the server knows the subscriptions before Start returns, so
+	// a request sent right after it finds a responder.
+	if err := s.nc.FlushWithContext(ctx); err != nil {
+		cancel()
+		s.wg.Wait()
+		return fmt.Errorf("orchestrator: %w", err)
+	}
 	s.wg.Go(func() { s.sweep(runCtx) })
 	return nil
 }
