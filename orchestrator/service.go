@@ -164,7 +164,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	// Make sure the server knows the subscriptions before Start returns, so
 	// a request sent right after it finds a responder.
-	if err := s.nc.FlushWithContext(ctx); err != nil {
+	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
 		cancel()
 		s.wg.Wait()
 		return fmt.Errorf("orchestrator: %w", err)
