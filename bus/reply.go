@@ -145,3 +145,25 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, in, out any) er
 	}
 	return nil
 }
+
+// RespondLater answers a request after its micro handler has returned.
+// micro.Request must not be used then (the service's statistics read it when
+// the handler returns), so the reply is published to the reply subject.
+func RespondLater(nc *nats.Conn, reply string, v any) error {
+	if reply == "" {
+		return nil
+	}
+	data, ok := v.([]byte)
+	if !ok {
+		data = Encode(v)
+	}
+	return nc.Publish(reply, data)
+}
+
+// RespondErrorLater is RespondLater for an error reply.
+func RespondErrorLater(nc *nats.Conn, reply string, err error) error {
+	if reply == "" {
+		return nil
+	}
+	return nc.PublishMsg(ErrorMsg(reply, err))
+}

@@ -91,13 +91,14 @@ func (s *Service) handleSubmit(ctx context.Context, r micro.Request) {
 		return
 	}
 	// The reply is sent when the goal ends; the endpoint goes on serving.
+	replyTo := r.Reply()
 	s.wg.Go(func() {
 		defer sub.Unsubscribe()
 		select {
 		case m := <-results:
-			_ = r.Respond(m.Data)
+			_ = bus.RespondLater(s.nc, replyTo, m.Data)
 		case <-ctx.Done():
-			_ = bus.RespondError(r, protocol.Errorf(protocol.ErrUnavailable, "orchestrator shutting down; goal %s goes on: ask goal.get later", st.GoalID))
+			_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrUnavailable, "orchestrator shutting down; goal %s goes on: ask goal.get later", st.GoalID))
 		}
 	})
 }

@@ -38,14 +38,20 @@ func (s *Service) handleOutbox(ctx context.Context, r micro.Request) {
 	}
 	// The sender is the name in the subject, never what the body claims.
 	m.Sender = as.Name
+	replyTo := r.Reply()
 	s.onShard(ctx, as.CommID, func() {
-		defer s.recoverTo(r)
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("referee panic", "comm", as.CommID, "panic", p)
+				_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrInternal, "internal error: %v", p))
+			}
+		}()
 		reply, err := s.submitMessage(ctx, as.CommID, m)
 		if err != nil {
-			_ = bus.RespondError(r, err)
+			_ = bus.RespondErrorLater(s.nc, replyTo, err)
 			return
 		}
-		_ = r.Respond(bus.Encode(reply))
+		_ = bus.RespondLater(s.nc, replyTo, reply)
 	})
 }
 

@@ -24,6 +24,11 @@ type Lexicon struct {
 	exc     map[string]int32
 	maxIDF  float64
 	numVecs int
+
+	meanOnce sync.Once
+	unitOnce sync.Once
+	unit     []float32
+	mean     []float32
 }
 
 // Relation is a word related to another, with a weight in (0,1].
@@ -179,4 +184,53 @@ func (l *Lexicon) Similarity(a, b string) float64 {
 		nb += float64(vb[j]) * float64(vb[j])
 	}
 	return dot / math.Sqrt(na*nb)
+}
+
+// Mean is the average of all word vectors: the direction every text shares,
+// which embedders subtract so that similarity reflects content, not
+// "being English" (the common-component removal of SIF embeddings).
+func (l *Lexicon) Mean() []float32 {
+	l.meanOnce.Do(func() {
+		m := make([]float32, l.t.Dim)
+		for i := 0; i < l.numVecs; i++ {
+			l.AddVector(m, l.t.Words[i], 1/float32(l.numVecs))
+		}
+		l.mean = m
+	})
+	return l.mean
+}
+
+// VectorID returns the row of w's vector, for use with Vector.
+func (l *Lexicon) VectorID(w string) (int32, bool) {
+	i, ok := l.ids[w]
+	if !ok || int(i) >= l.numVecs {
+		return 0, false
+	}
+	return i, true
+}
+
+// Vector returns the unit vector of row id (see VectorID). The slice is
+// shared and must not be modified.
+func (l *Lexicon) Vector(id int32) []float32 {
+	l.unitOnce.Do(func() {
+		d := l.t.Dim
+		u := make([]float32, l.numVecs*d)
+		for i := 0; i < l.numVecs; i++ {
+			row := u[i*d : (i+1)*d]
+			l.AddVector(row, l.t.Words[i], 1)
+			var n float64
+			for _, x := range row {
+				n += float64(x) * float64(x)
+			}
+			if n > 0 {
+				inv := float32(1 / math.Sqrt(n))
+				for j := range row {
+					row[j] *= inv
+				}
+			}
+		}
+		l.unit = u
+	})
+	d := l.t.Dim
+	return l.unit[int(id)*d : int(id)*d+d]
 }

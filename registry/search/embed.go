@@ -38,12 +38,24 @@ func LocalEmbedder() Embedder {
 // vectors: an unknown word is usually a specific name and worth matching.
 const oovWeight = 1.0
 
+var meanRemoval float32 = 1
+
+var idfPower = 1.0
+
 func localEmbed(lex *lexicon.Lexicon, terms []term) []float32 {
 	v := make([]float32, lex.Dim())
+	var known float32
 	for _, t := range terms {
-		w := float32(lex.IDF(t.lemma))
-		if !lex.AddVector(v, t.lemma, w) {
+		w := float32(math.Pow(lex.IDF(t.lemma), idfPower))
+		if lex.AddVector(v, t.lemma, w) {
+			known += w
+		} else {
 			addHashed(v, t.stem, w*oovWeight)
+		}
+	}
+	if meanRemoval > 0 {
+		for i, m := range lex.Mean() {
+			v[i] -= meanRemoval * known * m
 		}
 	}
 	normalize(v)

@@ -218,7 +218,7 @@ func baselineWords(text string) []string {
 	return out
 }
 
-// Rank returns the names of the documents matching query, best first.
+// Rank returns the names of all documents, best match for query first.
 func (b *BM25Baseline) Rank(query string) []string {
 	const k1, bb = 1.2, 0.75
 	n := float64(len(b.names))
@@ -235,11 +235,10 @@ func (b *BM25Baseline) Rank(query string) []string {
 			}
 		}
 	}
-	var idx []int
-	for i, s := range scores {
-		if s > 0 {
-			idx = append(idx, i)
-		}
+	// Every document is ranked, unmatched ones last, as the reference does.
+	idx := make([]int, len(scores))
+	for i := range idx {
+		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(x, y int) int {
 		if scores[x] != scores[y] {

@@ -65,7 +65,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		denseWeight:     0.5,
-		expansionWeight: 0.3,
+		expansionWeight: 0.5,
 		fieldWeights:    [numFields]float64{fieldName: 1, fieldDesc: 1, fieldCaps: 1.5, fieldTags: 1.5},
 	}
 }
@@ -84,7 +84,7 @@ func WithDenseWeight(w float64) Option {
 
 // WithExpansionWeight sets how much, in [0,1], a WordNet relative of a query
 // word counts relative to the word itself in lexical matching (0 disables
-// expansion). The default is 0.3.
+// expansion). The default is 0.5.
 func WithExpansionWeight(w float64) Option {
 	return func(o *options) error {
 		if !(w >= 0 && w <= 1) {
@@ -114,8 +114,9 @@ type Index struct {
 }
 
 type slot struct {
-	name string
-	vec  []float32 // shared with the chromem document
+	name  string
+	vec   []float32 // shared with the chromem document
+	words []int32   // distinct lexicon vector ids of the card's words
 }
 
 // NewIndex returns an empty index that embeds with e (nil means
@@ -189,6 +190,7 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 	fields[fieldDesc] = ix.stems(d.Description)
 	fields[fieldCaps] = ix.stems(strings.Join(d.Capabilities, " . "))
 	fields[fieldTags] = ix.stems(strings.Join(d.Tags, " . "))
+	words := ix.vectorWords(embedText(d))
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -204,7 +206,7 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 		id = int32(len(ix.slots))
 		ix.slots = append(ix.slots, slot{})
 	}
-	ix.slots[id] = slot{name: d.Name, vec: vec}
+	ix.slots[id] = slot{name: d.Name, vec: vec, words: words}
 	ix.byName[d.Name] = id
 	ix.text.add(id, fields)
 	return nil
@@ -251,6 +253,7 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 	type prepared struct {
 		terms []queryTerm
 		vec   []float32
+		soft  []softTerm
 	}
 	var preps []prepared
 	for _, t := range q.Texts {
@@ -262,7 +265,7 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 		if err != nil {
 			return nil, embedErr(err)
 		}
-		preps = append(preps, prepared{terms: terms, vec: vec})
+		preps = append(preps, prepared{terms: terms, vec: vec, soft: ix.softTerms(t)})
 	}
 	if len(preps) == 0 {
 		return nil, ErrEmptyQuery
@@ -284,6 +287,7 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 		if err != nil {
 			return nil, err
 		}
+		ix.softRerank(cands, p.soft)
 		for id, s := range cands {
 			total[id] += s / float64(len(preps))
 		}
@@ -398,11 +402,19 @@ func (ix *Index) searchOne(ctx context.Context, terms []queryTerm, vec []float32
 }
 
 func dot32(a, b []float32) float64 {
-	var s float32
-	for i := range a {
-		s += a[i] * b[i]
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
 	}
-	return float64(s)
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return float64(s0 + s1 + s2 + s3)
 }
 
 func (ix *Index) getAcc() *[]float64 {

@@ -26,9 +26,9 @@ type pointer struct {
 }
 
 type wordnet struct {
-	synsets map[string]*synset          // key: pos letter + offset
+	synsets map[string]*synset           // key: pos letter + offset
 	senses  map[string]map[byte][]string // lemma -> pos letter -> synset keys, most frequent first
-	exc     map[string]string           // inflected form -> base
+	exc     map[string]string            // inflected form -> base
 	lemmas  map[string]morph.POS
 }
 

@@ -1,0 +1,14 @@
+// Package agentkit builds agents that take part in IoA-on-NATS group chats.
+//
+// An agent is an AgentCard (what the registry knows), a Worker (does the
+// tasks assigned to it) and a Policy (decides whom to team up with and what to
+// say when it holds the turn). A Runtime hosts one or more agents on a NATS
+// connection: it registers and heartbeats their cards, serves invitations and
+// launch requests, keeps one goroutine per chat that folds the chat's log into
+// a protocol.Chat replica in seq order, speaks through the agent's outbox when
+// the replica says it is the agent's turn, and runs assigned tasks under a
+// concurrency limit. Everything it does on the wire is in PROTOCOL.md.
+//
+// Worker adapters live in agentkit/worker; the deterministic rules policy in
+// agentkit/rules.
+package agentkit

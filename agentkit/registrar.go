@@ -1,0 +1,102 @@
+package agentkit
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+)
+
+const (
+	registerBackoffLo  = 100 * time.Millisecond
+	defaultHeartbeat   = 10 * time.Second
+	minHeartbeat       = 50 * time.Millisecond
+	deregisterDeadline = 2 * time.Second
+)
+
+// registrar keeps the agent's card in the registry: it registers (retrying
+// until the registry answers, since it may start after the agent),
+// heartbeats at a third of the announced ttl, registers again when the
+// registry has forgotten the agent, and deregisters on a clean stop.
+func (a *agentState) registrar(ctx context.Context) {
+	if !a.register(ctx) {
+		return
+	}
+	defer a.deregister(context.WithoutCancel(ctx))
+	interval := a.rt.opts.heartbeat
+	if interval == 0 {
+		interval = defaultHeartbeat
+	}
+	// A heartbeat at once tells us the ttl.
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ttl, err := a.heartbeat(ctx)
+		switch {
+		case errors.Is(err, protocol.ErrNotFound):
+			a.log.Warn("registry forgot the agent; registering again")
+			if !a.register(ctx) {
+				return
+			}
+		case err != nil:
+			a.log.Warn("heartbeat failed", "err", err)
+		case a.rt.opts.heartbeat == 0 && ttl > 0:
+			interval = max(ttl/3, minHeartbeat)
+		}
+		t.Reset(interval)
+	}
+}
+
+// register retries with backoff until the registry accepts the card or ctx
+// ends; it reports whether the card is registered.
+func (a *agentState) register(ctx context.Context) bool {
+	backoff := registerBackoffLo
+	for {
+		rctx, cancel := context.WithTimeout(ctx, a.rt.opts.requestTimeout)
+		var out protocol.RegisterReply
+		err := bus.Request(rctx, a.rt.nc, a.rt.subj.Registry(bus.RegistryRegister), a.Card, &out)
+		cancel()
+		if err == nil {
+			a.log.Info("registered", "revision", out.Revision)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		// A 4xx means the card itself is wrong; retrying changes nothing
+		// quickly, but the registry's rules may change, so keep trying slowly.
+		a.log.Warn("register failed; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, a.rt.opts.registerBackoffHi)
+	}
+}
+
+func (a *agentState) heartbeat(ctx context.Context) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.rt.opts.requestTimeout)
+	defer cancel()
+	var out protocol.HeartbeatReply
+	err := bus.Request(ctx, a.rt.nc, a.rt.subj.Registry(bus.RegistryHeartbeat), protocol.NameRequest{Name: a.Card.Name}, &out)
+	return out.TTL.D(), err
+}
+
+func (a *agentState) deregister(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, min(deregisterDeadline, a.rt.opts.requestTimeout))
+	defer cancel()
+	err := bus.Request(ctx, a.rt.nc, a.rt.subj.Registry(bus.RegistryDeregister), protocol.NameRequest{Name: a.Card.Name}, nil)
+	if err != nil && !errors.Is(err, protocol.ErrNotFound) {
+		a.log.Warn("deregister failed", "err", err)
+		return
+	}
+	a.log.Info("deregistered")
+}

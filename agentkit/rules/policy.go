@@ -1,0 +1,300 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/ioa-nats/ioa/agentkit"
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+)
+
+// Config tunes the policy; the zero value is the default.
+type Config struct {
+	// MaxTeam bounds the team the launcher asks for, itself included
+	// (default 8).
+	MaxTeam int
+	// SearchLimit is how many agents team-up asks the registry for per
+	// clause (default 5).
+	SearchLimit int
+}
+
+// Policy is the rules policy. It keeps no state: everything it needs is in
+// the chat replica (the plan is in Chat.Plan), so it survives restarts.
+type Policy struct{ cfg Config }
+
+var _ agentkit.Policy = (*Policy)(nil)
+
+// New returns a rules policy.
+func New(cfg Config) *Policy {
+	if cfg.MaxTeam <= 0 {
+		cfg.MaxTeam = 8
+	}
+	if cfg.SearchLimit <= 0 {
+		cfg.SearchLimit = 5
+	}
+	return &Policy{cfg: cfg}
+}
+
+// TeamUp takes the team the goal names, or else the registry's best match
+// for each clause of the goal, never the launcher itself.
+func (p *Policy) TeamUp(ctx context.Context, req agentkit.TeamUpRequest) (agentkit.TeamUpDecision, error) {
+	self := req.Self.Name
+	var members []string
+	add := func(n string) {
+		if n != self && !slices.Contains(members, n) && len(members) < p.cfg.MaxTeam-1 {
+			members = append(members, n)
+		}
+	}
+	if len(req.Team) > 0 {
+		for _, n := range req.Team {
+			add(n)
+		}
+		return agentkit.TeamUpDecision{Members: members}, nil
+	}
+	if req.Registry == nil {
+		return agentkit.TeamUpDecision{}, errors.New("rules: team-up needs a registry")
+	}
+	for _, c := range Split(req.Goal) {
+		res, err := req.Registry.Search(ctx, protocol.SearchRequest{Query: c.Text, Limit: p.cfg.SearchLimit, Exclude: []string{self}})
+		if err != nil {
+			return agentkit.TeamUpDecision{}, fmt.Errorf("rules: team-up: %w", err)
+		}
+		if i := slices.IndexFunc(res, func(r protocol.SearchResult) bool { return r.Name != self }); i >= 0 {
+			add(res[i].Name)
+		}
+	}
+	return agentkit.TeamUpDecision{Members: members}, nil
+}
+
+// NextMessage is the move for the agent holding the turn. A member answers
+// the plan and hands the turn back; the launcher states the plan, assigns
+// the independent clauses async, pauses on them, assigns the dependent ones
+// sync one at a time, and concludes.
+func (p *Policy) NextMessage(ctx context.Context, t agentkit.Turn) (protocol.AgentMessage, error) {
+	c := &t.Chat
+	self := t.Self.Name
+	if c.Launcher != self {
+		return p.memberReply(t), nil
+	}
+	// A refused move would be refused again: this policy is
+	// deterministic. Concluding is always legal for the speaker.
+	if c.FinalTurn || t.LastError != nil || c.Turn >= c.MaxTurns {
+		return conclusion(c), nil
+	}
+	items := ParsePlan(c.Plan)
+	if len(items) == 0 {
+		return p.planMessage(ctx, t), nil
+	}
+	return nextStep(c, items), nil
+}
+
+func (p *Policy) memberReply(t agentkit.Turn) protocol.AgentMessage {
+	var mine []string
+	for _, it := range ParsePlan(t.Chat.Plan) {
+		if it.Assignee == t.Self.Name {
+			mine = append(mine, it.Text)
+		}
+	}
+	content := t.Self.Name + ": ready; nothing in the plan is mine"
+	if len(mine) > 0 {
+		content = t.Self.Name + ": ready for: " + strings.Join(mine, "; ")
+	}
+	return protocol.AgentMessage{Type: protocol.MsgDiscussion, Content: content, NextSpeaker: []string{t.Chat.Launcher}}
+}
+
+// planMessage states the plan: one line per clause with its assignee, and
+// hands the turn to the first other member.
+func (p *Policy) planMessage(ctx context.Context, t agentkit.Turn) protocol.AgentMessage {
+	c := &t.Chat
+	clauses := Split(c.Goal)
+	if len(clauses) == 0 {
+		return protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "The goal is empty; there is nothing to do."}
+	}
+	items := make([]Item, len(clauses))
+	for i, cl := range clauses {
+		items[i] = Item{
+			TaskID:   "t" + strconv.Itoa(i+1),
+			Async:    len(clauses) > 1 && !cl.Dependent,
+			Assignee: p.assign(ctx, t, cl.Text),
+			Text:     cl.Text,
+		}
+	}
+	plan := FormatPlan(items)
+	next := t.Self.Name
+	if i := slices.IndexFunc(c.Members, func(n string) bool { return n != t.Self.Name }); i >= 0 {
+		next = c.Members[i]
+	}
+	return protocol.AgentMessage{
+		Type:        protocol.MsgDiscussion,
+		Content:     "Plan:\n" + plan,
+		UpdatedPlan: plan,
+		NextSpeaker: []string{next},
+	}
+}
+
+// assign picks the member for a clause: the registry's best-ranked member of
+// the team other than the launcher, else the member whose card shares the
+// most words with the clause, else the launcher itself.
+func (p *Policy) assign(ctx context.Context, t agentkit.Turn, text string) string {
+	self := t.Self.Name
+	others := slices.DeleteFunc(slices.Clone(t.Chat.Members), func(n string) bool { return n == self })
+	if len(others) == 0 {
+		return self
+	}
+	if t.Registry != nil {
+		res, err := t.Registry.Search(ctx, protocol.SearchRequest{Query: text, Limit: 100, Exclude: []string{self}})
+		if err == nil {
+			for _, r := range res {
+				if slices.Contains(others, r.Name) {
+					return r.Name
+				}
+			}
+		}
+	}
+	best, bestScore := self, 0
+	want := words(text)
+	for _, card := range t.Team {
+		if !slices.Contains(others, card.Name) {
+			continue
+		}
+		have := words(card.Description + " " + strings.Join(card.Capabilities, " ") + " " + strings.Join(card.Tags, " "))
+		score := 0
+		for w := range want {
+			if have[w] {
+				score++
+			}
+		}
+		if score > bestScore {
+			best, bestScore = card.Name, score
+		}
+	}
+	return best
+}
+
+func words(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if len(w) > 2 {
+			m[w] = true
+		}
+	}
+	return m
+}
+
+// nextStep follows the plan from the task board.
+func nextStep(c *protocol.Chat, items []Item) protocol.AgentMessage {
+	var batch []protocol.Task
+	for _, it := range items {
+		if _, ok := c.Task(it.TaskID); it.Async && !ok {
+			batch = append(batch, protocol.Task{TaskID: it.TaskID, Assignee: it.Assignee, TaskAbstract: it.Text, TaskDesc: it.Text})
+		}
+	}
+	if len(batch) > 0 {
+		return protocol.AgentMessage{Type: protocol.MsgAsyncAssign, Content: "Starting the independent tasks: " + taskIDs(batch) + ".", Tasks: batch}
+	}
+	var triggers []string
+	for _, it := range items {
+		if ts, ok := c.Task(it.TaskID); it.Async && ok && !ts.Done() {
+			triggers = append(triggers, it.TaskID)
+		}
+	}
+	if len(triggers) > 0 {
+		return protocol.AgentMessage{Type: protocol.MsgPause, Content: "Waiting for " + strings.Join(triggers, ", ") + ".", Triggers: triggers}
+	}
+	for _, it := range items {
+		if it.Async {
+			continue
+		}
+		ts, ok := c.Task(it.TaskID)
+		if !ok {
+			task := protocol.Task{TaskID: it.TaskID, Assignee: it.Assignee, TaskAbstract: it.Text, TaskDesc: describe(it.Text, c.Tasks)}
+			return protocol.AgentMessage{Type: protocol.MsgSyncTaskAssign, Content: "Next: " + it.TaskID + ".", Tasks: []protocol.Task{task}}
+		}
+		if !ts.Done() {
+			break // cannot wait for a sync task while holding the turn
+		}
+	}
+	return conclusion(c)
+}
+
+// describe is a dependent task's description: the clause, then a blank
+// line and the results so far.
+func describe(text string, tasks []protocol.TaskState) string {
+	var b strings.Builder
+	b.WriteString(text)
+	first := true
+	for _, t := range tasks {
+		if !t.Done() {
+			continue
+		}
+		if first {
+			b.WriteString("\n\nResults so far:")
+			first = false
+		}
+		name := t.TaskAbstract
+		if name == "" {
+			name = t.TaskID
+		}
+		if t.Status == protocol.TaskCompleted {
+			fmt.Fprintf(&b, "\n- %s: %s", name, t.Result)
+		} else {
+			fmt.Fprintf(&b, "\n- %s: FAILED: %s", name, t.Result)
+		}
+	}
+	return b.String()
+}
+
+func conclusion(c *protocol.Chat) protocol.AgentMessage {
+	text := agentkit.TaskReport(c.Tasks)
+	failed := 0
+	for _, t := range c.Tasks {
+		if t.Status != protocol.TaskCompleted {
+			failed++
+		}
+	}
+	if failed > 0 {
+		text += fmt.Sprintf("\nNote: %d of %d tasks did not complete.", failed, len(c.Tasks))
+	}
+	return protocol.AgentMessage{Type: protocol.MsgConclusion, Content: text}
+}
+
+func taskIDs(ts []protocol.Task) string {
+	ids := make([]string, len(ts))
+	for i, t := range ts {
+		ids[i] = t.TaskID
+	}
+	return strings.Join(ids, ", ")
+}
+
+// NeedsTeam is true when the agent may team up, and the task's own text
+// (its first paragraph: later ones carry earlier results) splits into two or
+// more clauses, one of which the registry ranks another agent best for.
+func (p *Policy) NeedsTeam(ctx context.Context, q agentkit.TeamCheck) (bool, error) {
+	if !q.Self.NestedTeams || q.Task.TeamUpDepth <= 0 || q.Registry == nil {
+		return false, nil
+	}
+	text := q.Task.TaskDesc
+	if text == "" {
+		text = q.Task.TaskAbstract
+	}
+	text, _, _ = strings.Cut(text, "\n\n")
+	clauses := Split(text)
+	if len(clauses) < 2 {
+		return false, nil
+	}
+	for _, c := range clauses {
+		res, err := q.Registry.Search(ctx, protocol.SearchRequest{Query: c.Text, Limit: 1})
+		if err != nil {
+			return false, fmt.Errorf("rules: needs team: %w", err)
+		}
+		if len(res) > 0 && res[0].Name != q.Self.Name {
+			return true, nil
+		}
+	}
+	return false, nil
+}

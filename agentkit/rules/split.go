@@ -1,0 +1,109 @@
+package rules
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxClauses bounds a plan; a goal longer than this is not split further.
+const maxClauses = 16
+
+// Clause is one part of a goal.
+type Clause struct {
+	Text string
+	// Dependent is set when the clause builds on earlier ones: it follows
+	// "then" or "after that", or refers back ("it", "them", "the result").
+	Dependent bool
+}
+
+var (
+	bulletRE = regexp.MustCompile(`^\s*(?:[-*•+]|\(?\d{1,3}[.)]|\(?[a-z][)])\s+`)
+	// A sentence ends at . ! or ? followed by space and a capital or digit,
+	// so that "e.g. this" stays whole.
+	sentenceRE = regexp.MustCompile(`[.!?]+\s+[\p{Lu}\d"']`)
+	// Connectors between clauses of one sentence; group 1 is set for the
+	// ones that make the next clause depend on the earlier ones.
+	connectorRE = regexp.MustCompile(`(?i)\s*(?:;\s*(?:and\s+)?|,\s*and\s+|,\s*)?\b(and\s+then|then|after\s+that,?|afterwards,?)\s+` +
+		`|\s*;\s*(?:and\s+)?|,\s*and\s+`)
+	leadRE     = regexp.MustCompile(`(?i)^(?:(?:and\s+)?then|after\s+that,?|afterwards,?|finally,?|and)\s+`)
+	depStartRE = regexp.MustCompile(`(?i)^(?:then|after\s+that|afterwards|finally|using|with\s+the\s+results?|based\s+on)\b`)
+	backRefRE  = regexp.MustCompile(`(?i)\b(?:it|them|the\s+results?|those\s+results?|these\s+results?)\b`)
+)
+
+// Split breaks a goal into clauses: lines, bullets and numbered items,
+// sentences, and within a sentence at "; ", ", and ", "then", "and then",
+// "after that". Splitting on a bare " and " is left out on purpose: "salt
+// and pepper" is one thing.
+func Split(goal string) []Clause {
+	var out []Clause
+	for _, line := range strings.Split(goal, "\n") {
+		line = bulletRE.ReplaceAllString(line, "")
+		for _, sent := range sentences(line) {
+			out = appendClauses(out, sent)
+		}
+	}
+	if len(out) > maxClauses {
+		rest := make([]string, 0, len(out)-maxClauses+1)
+		for _, c := range out[maxClauses-1:] {
+			rest = append(rest, c.Text)
+		}
+		out = append(out[:maxClauses-1], Clause{Text: strings.Join(rest, "; "), Dependent: out[maxClauses-1].Dependent})
+	}
+	if len(out) > 0 {
+		out[0].Dependent = false
+	}
+	return out
+}
+
+func sentences(line string) []string {
+	var out []string
+	for {
+		loc := sentenceRE.FindStringIndex(line)
+		if loc == nil {
+			return append(out, line)
+		}
+		// Keep the capital that starts the next sentence.
+		_, size := utf8.DecodeLastRuneInString(line[:loc[1]])
+		out = append(out, line[:loc[1]-size])
+		line = line[loc[1]-size:]
+	}
+}
+
+func appendClauses(out []Clause, sent string) []Clause {
+	dependent := false
+	rest := sent
+	for {
+		loc := connectorRE.FindStringSubmatchIndex(rest)
+		var part string
+		if loc == nil {
+			part = rest
+		} else {
+			part = rest[:loc[0]]
+		}
+		if c, ok := clause(part, dependent); ok {
+			out = append(out, c)
+		}
+		if loc == nil {
+			return out
+		}
+		dependent = loc[2] >= 0
+		rest = rest[loc[1]:]
+	}
+}
+
+func clause(s string, dependent bool) (Clause, bool) {
+	s = strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(".,;:!?", r) })
+	if depStartRE.MatchString(s) {
+		dependent = true
+	}
+	s = leadRE.ReplaceAllString(s, "")
+	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+		return Clause{}, false
+	}
+	if backRefRE.MatchString(s) {
+		dependent = true
+	}
+	return Clause{Text: s, Dependent: dependent}, true
+}

@@ -1,0 +1,57 @@
+package rules_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/ioa-nats/ioa/agentkit/rules"
+)
+
+func TestSplit(t *testing.T) {
+	type C = rules.Clause
+	tests := []struct {
+		name string
+		goal string
+		want []C
+	}{
+		{"single", "Write a haiku about NATS.", []C{{"Write a haiku about NATS", false}}},
+		{"empty", "  \n ", nil},
+		{"and stays whole", "Buy salt and pepper", []C{{"Buy salt and pepper", false}}},
+		{"comma and", "Get the weather in Paris, and find a restaurant there",
+			[]C{{"Get the weather in Paris", false}, {"find a restaurant there", false}}},
+		{"semicolons", "Get the weather; look up the population; then write a summary of them.",
+			[]C{{"Get the weather", false}, {"look up the population", false}, {"write a summary of them", true}}},
+		{"and then", "Fetch the report and then translate it to French",
+			[]C{{"Fetch the report", false}, {"translate it to French", true}}},
+		{"then without it", "Fetch the report, then email the team",
+			[]C{{"Fetch the report", false}, {"email the team", true}}},
+		{"sentences", "Find the population of Paris. Then summarize the result! Is it big?",
+			[]C{{"Find the population of Paris", false}, {"summarize the result", true}, {"Is it big", true}}},
+		{"abbreviation", "Name three fruits, e.g. apples.", []C{{"Name three fruits, e.g. apples", false}}},
+		{"bullets", "- get the weather\n* find hotels\n3. after that, book the cheapest one",
+			[]C{{"get the weather", false}, {"find hotels", false}, {"book the cheapest one", true}}},
+		{"numbered", "1) collect data\n2) plot it", []C{{"collect data", false}, {"plot it", true}}},
+		{"word containing then", "Strengthen the wall", []C{{"Strengthen the wall", false}}},
+		{"first is never dependent", "Then use it", []C{{"use it", false}}},
+		{"using", "Compute the total. Using the result, write an invoice",
+			[]C{{"Compute the total", false}, {"Using the result, write an invoice", true}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := rules.Split(tt.goal)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Split(%q)\n got %+v\nwant %+v", tt.goal, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSplitCapsClauses(t *testing.T) {
+	goal := ""
+	for range 30 {
+		goal += "do a thing; "
+	}
+	if got := rules.Split(goal); len(got) != 16 {
+		t.Fatalf("got %d clauses, want 16", len(got))
+	}
+}

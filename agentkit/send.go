@@ -1,0 +1,65 @@
+package agentkit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+)
+
+const (
+	sendAttempts = 5
+	sendBackoff  = 100 * time.Millisecond
+)
+
+// send puts m in the agent's outbox for the chat. Transport failures and
+// the referee's transient refusals are retried with the same message id, so
+// the referee logs the message at most once.
+func (a *agentState) send(ctx context.Context, goalID, comm string, m protocol.AgentMessage) error {
+	subj, err := a.rt.subj.Outbox(a.Card.Name, comm)
+	if err != nil {
+		return err
+	}
+	m.V, m.CommID, m.GoalID, m.Sender = protocol.Version, comm, goalID, a.Card.Name
+	backoff := sendBackoff
+	for attempt := 1; ; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, a.rt.opts.requestTimeout)
+		var out protocol.SendReply
+		err = bus.Request(rctx, a.rt.nc, subj, m, &out)
+		cancel()
+		if err == nil || !transient(err) || attempt == sendAttempts || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+// transient reports whether a request may succeed if sent again unchanged.
+func transient(err error) bool {
+	if !isProtocolError(err) {
+		return true
+	}
+	return errors.Is(err, protocol.ErrUnavailable) || errors.Is(err, protocol.ErrRateLimited) || errors.Is(err, protocol.ErrTimeout)
+}
+
+// msgID builds a message id from what identifies the move, so that a retry,
+// even by a restarted agent, carries the same id. Readable when it fits the
+// id syntax, a hash otherwise.
+func msgID(parts ...string) string {
+	id := strings.Join(parts, "-")
+	if protocol.ValidID(id) {
+		return id
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return "m" + hex.EncodeToString(sum[:20])
+}

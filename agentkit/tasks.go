@@ -1,0 +1,162 @@
+package agentkit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+)
+
+// runTask does one assigned task and reports it: for an async task first a
+// task_progress (the chat waits for it before the assigner speaks again),
+// then the task_result. ctx ends with the chat; a task whose chat has ended
+// reports nothing, since the referee refuses late results.
+func (a *agentState) runTask(ctx context.Context, t Task, progress bool) {
+	log := a.log.With("comm_id", t.CommID, "task_id", t.TaskID, "attempt", t.Attempt)
+	base := []string{a.Card.Name, t.CommID, t.TaskID, strconv.Itoa(t.Attempt)}
+	id := func(kind string) string { return msgID(append(base[:4:4], kind)...) }
+	report := func(ctx context.Context, m protocol.AgentMessage) error {
+		m.TaskID = t.TaskID
+		return a.send(ctx, t.GoalID, t.CommID, m)
+	}
+	if progress {
+		m := protocol.AgentMessage{ID: id("p0"), Type: protocol.MsgTaskProgress, Content: a.Card.Name + " started " + t.TaskID}
+		if err := report(ctx, m); err != nil && ctx.Err() == nil {
+			log.Warn("task_progress failed", "err", err)
+		}
+	}
+	var notes atomic.Int64
+	t.Progress = func(pctx context.Context, note string) error {
+		n := notes.Add(1)
+		return report(pctx, protocol.AgentMessage{ID: id("p" + strconv.FormatInt(n, 10)), Type: protocol.MsgTaskProgress, Content: note})
+	}
+
+	select {
+	case a.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	start := time.Now()
+	res, err := a.execute(ctx, t)
+	<-a.sem
+	if ctx.Err() != nil {
+		log.Info("task abandoned: the chat ended or the agent is stopping")
+		return
+	}
+	m := protocol.AgentMessage{ID: id("r"), Type: protocol.MsgTaskResult, TaskStatus: protocol.TaskCompleted, TaskConclusion: res.Conclusion}
+	if err != nil {
+		var pe *PanicError
+		if errors.As(err, &pe) {
+			log.Error("worker panicked", "panic", pe.Value, "stack", string(pe.Stack))
+		}
+		m.TaskStatus, m.TaskConclusion = protocol.TaskFailed, err.Error()
+	}
+	m.TaskConclusion = a.clip(m.TaskConclusion)
+	log.Info("task done", "status", m.TaskStatus, "elapsed", time.Since(start))
+	// The chat waits for this result, so keep trying while the chat lasts;
+	// the id makes resending safe.
+	for backoff := time.Second; ; backoff = min(backoff*2, 30*time.Second) {
+		err := report(ctx, m)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if !transient(err) {
+			log.Error("task_result refused", "err", err)
+			return
+		}
+		log.Warn("task_result not delivered; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// execute runs the task on a nested team when the policy says it needs one,
+// else on the worker; a panic becomes an error.
+func (a *agentState) execute(ctx context.Context, t Task) (Result, error) {
+	tctx, cancel := context.WithTimeout(ctx, a.rt.opts.taskTimeout)
+	defer cancel()
+	if a.Card.NestedTeams && t.TeamUpDepth > 0 {
+		need, err := safely(func() (bool, error) {
+			return a.Policy.NeedsTeam(tctx, TeamCheck{Self: a.Card, Task: t, Registry: a.searcher})
+		})
+		if err != nil {
+			a.log.Warn("needs-team check failed; doing the task alone", "task_id", t.TaskID, "err", err)
+		}
+		if need {
+			return a.subgoal(tctx, t)
+		}
+	}
+	res, err := safely(func() (Result, error) { return a.Worker.Run(tctx, t) })
+	if err != nil && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("task timed out after %v: %w", a.rt.opts.taskTimeout, err)
+	}
+	return res, err
+}
+
+// subgoal hands the task to a nested team (PROTOCOL.md section 6) and waits
+// for its conclusion.
+func (a *agentState) subgoal(ctx context.Context, t Task) (Result, error) {
+	text := t.TaskDesc
+	if text == "" {
+		text = t.TaskAbstract
+	}
+	depth := t.TeamUpDepth - 1
+	req := protocol.GoalRequest{
+		Goal:     text,
+		Parent:   &protocol.ParentRef{GoalID: t.GoalID, CommID: t.CommID, TaskID: t.TaskID},
+		MaxDepth: &depth,
+		Wait:     true,
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		// The orchestrator should give up a little before we stop waiting,
+		// so that its reason reaches us.
+		req.Timeout = protocol.Duration(time.Until(dl) * 9 / 10)
+	}
+	a.log.Info("task needs a nested team", "task_id", t.TaskID, "max_depth", depth)
+	var res protocol.GoalResult
+	if err := bus.Request(ctx, a.rt.nc, a.rt.subj.Goal(bus.GoalSubmit), req, &res); err != nil {
+		return Result{}, fmt.Errorf("nested team: %w", err)
+	}
+	if res.Status != protocol.GoalConcluded {
+		reason := res.Reason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return Result{}, fmt.Errorf("nested team goal %s ended %s: %s", res.GoalID, res.Status, reason)
+	}
+	return Result{Conclusion: res.Conclusion}, nil
+}
+
+// clip keeps a task conclusion, as JSON, well under the message size
+// limit; a message the referee refuses as too large would leave the task
+// running forever.
+func (a *agentState) clip(s string) string {
+	limit := a.rt.opts.codec.MaxBytes
+	if limit <= 0 {
+		limit = 64 << 10
+	}
+	limit = limit * 3 / 4
+	const mark = "\n[truncated]"
+	for {
+		enc, _ := json.Marshal(s)
+		over := len(enc) - limit
+		if over <= 0 {
+			return s
+		}
+		cut := max(len(s)-over-len(mark), 0)
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + mark
+	}
+}

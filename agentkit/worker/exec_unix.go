@@ -1,0 +1,21 @@
+//go:build unix
+
+package worker
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// killGroup runs the program in its own process group and makes
+// cancellation kill the whole group, so that children it started do not
+// outlive the task.
+func killGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		if cmd.Process == nil {
+			return nil
+		}
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}

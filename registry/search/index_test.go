@@ -1,0 +1,314 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var testDocs = []Doc{
+	{Name: "sql-writer", Description: "Turns questions into SQL queries for your database schema.", Capabilities: []string{"text to sql", "query optimization"}, Tags: []string{"database", "sql"}},
+	{Name: "dog-trainer", Description: "Advice on training puppies and fixing barking or leash pulling.", Capabilities: []string{"obedience training", "behaviour problems"}, Tags: []string{"pets", "dogs"}},
+	{Name: "tax-helper", Description: "Explains income tax deductions and helps fill in returns.", Capabilities: []string{"deductions", "tax returns"}, Tags: []string{"finance", "tax"}},
+	{Name: "recipe-planner", Description: "Plans weekly meals and shopping lists from recipes.", Capabilities: []string{"meal planning", "shopping lists"}, Tags: []string{"cooking", "food"}},
+}
+
+func newTestIndex(t *testing.T) *Index {
+	t.Helper()
+	return buildIndex(t, testDocs)
+}
+
+func names(hits []Hit) []string {
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.Name
+	}
+	return out
+}
+
+func checkHits(t *testing.T, hits []Hit) {
+	t.Helper()
+	seen := map[string]bool{}
+	for i, h := range hits {
+		if h.Score < 0 || h.Score > 1 {
+			t.Errorf("hit %d score %v outside [0,1]", i, h.Score)
+		}
+		if i > 0 && hits[i-1].Score < h.Score {
+			t.Errorf("hits not sorted at %d: %v", i, hits)
+		}
+		if seen[h.Name] {
+			t.Errorf("duplicate hit %q", h.Name)
+		}
+		seen[h.Name] = true
+	}
+}
+
+func TestSearchRanksTheRightAgent(t *testing.T) {
+	ix := newTestIndex(t)
+	for _, tc := range []struct{ query, want string }{
+		{"write a SQL query listing top customers", "sql-writer"},
+		{"my puppy keeps barking at night", "dog-trainer"},
+		{"what can I deduct on my income tax", "tax-helper"},
+		{"what should we cook for dinner this week", "recipe-planner"},
+	} {
+		hits, err := ix.Search(t.Context(), Query{Texts: []string{tc.query}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkHits(t, hits)
+		if len(hits) == 0 || hits[0].Name != tc.want {
+			t.Errorf("%q: got %v, want %s first", tc.query, hits, tc.want)
+		}
+	}
+}
+
+func TestUpsertReplaces(t *testing.T) {
+	ix := newTestIndex(t)
+	ctx := t.Context()
+	if err := ix.Upsert(ctx, Doc{Name: "dog-trainer", Description: "Identifies constellations and planets in the night sky.", Tags: []string{"astronomy"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ix.Len(); got != len(testDocs) {
+		t.Fatalf("Len = %d after replacing, want %d", got, len(testDocs))
+	}
+	hits, err := ix.Search(ctx, Query{Texts: []string{"which planets are visible in the night sky"}, Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) != 1 || hits[0].Name != "dog-trainer" {
+		t.Errorf("replacement not searchable: %v", hits)
+	}
+	if ix.text.n != len(testDocs) {
+		t.Errorf("lexical index holds %d docs, want %d", ix.text.n, len(testDocs))
+	}
+	if _, ok := ix.text.terms[stem("puppy")]; ok && len(ix.text.postings[ix.text.terms[stem("puppy")]]) != 0 {
+		t.Error("old words still indexed")
+	}
+}
+
+func TestDelete(t *testing.T) {
+	ix := newTestIndex(t)
+	ctx := t.Context()
+	if err := ix.Delete(ctx, "tax-helper"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Delete(ctx, "tax-helper"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second Delete = %v, want ErrNotFound", err)
+	}
+	if ix.Len() != len(testDocs)-1 {
+		t.Errorf("Len = %d", ix.Len())
+	}
+	hits, err := ix.Search(ctx, Query{Texts: []string{"income tax deductions"}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(names(hits), "tax-helper") {
+		t.Errorf("deleted doc returned: %v", hits)
+	}
+	// The freed slot is reused by the next insert.
+	if err := ix.Upsert(ctx, Doc{Name: "garden-helper", Description: "Tells you when to plant tomatoes."}); err != nil {
+		t.Fatal(err)
+	}
+	hits, err = ix.Search(ctx, Query{Texts: []string{"plant tomatoes"}, Limit: 1})
+	if err != nil || len(hits) != 1 || hits[0].Name != "garden-helper" {
+		t.Errorf("after reuse: %v %v", hits, err)
+	}
+}
+
+func TestKeepFiltersAndFillsLimit(t *testing.T) {
+	ix, err := NewIndex(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for i := range 300 {
+		d := Doc{Name: fmt.Sprintf("agent-%03d", i), Description: "Writes SQL queries for databases."}
+		if i%3 == 0 {
+			d.Description = "Grows tomatoes and other vegetables."
+		}
+		if err := ix.Upsert(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep := func(name string) bool { return strings.HasSuffix(name, "0") } // 30 agents
+	hits, err := ix.Search(ctx, Query{Texts: []string{"write a sql query"}, Limit: 25, Keep: keep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkHits(t, hits)
+	if len(hits) != 25 {
+		t.Errorf("got %d hits, want 25", len(hits))
+	}
+	for _, h := range hits {
+		if !keep(h.Name) {
+			t.Errorf("Keep ignored: %s", h.Name)
+		}
+	}
+	// Fewer pass than the limit: all of them come back.
+	hits, err = ix.Search(ctx, Query{Texts: []string{"write a sql query"}, Limit: 100, Keep: keep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) != 30 {
+		t.Errorf("got %d hits, want all 30 that pass", len(hits))
+	}
+}
+
+func TestMultiTextQuery(t *testing.T) {
+	ix := newTestIndex(t)
+	hits, err := ix.Search(t.Context(), Query{Texts: []string{"my puppy pulls on the leash", "dog obedience"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkHits(t, hits)
+	if len(hits) == 0 || hits[0].Name != "dog-trainer" {
+		t.Errorf("got %v", hits)
+	}
+	// Blank angles are ignored; only blank angles is an error.
+	if _, err := ix.Search(t.Context(), Query{Texts: []string{"", "  "}}); !errors.Is(err, ErrEmptyQuery) {
+		t.Errorf("blank query: %v, want ErrEmptyQuery", err)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	ix := newTestIndex(t)
+	for _, tc := range []struct{ limit, want int }{{0, len(testDocs)}, {-3, len(testDocs)}, {1, 1}, {2, 2}, {100, len(testDocs)}} {
+		hits, err := ix.Search(t.Context(), Query{Texts: []string{"tax"}, Limit: tc.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkHits(t, hits)
+		if len(hits) != tc.want {
+			t.Errorf("limit %d: %d hits, want %d", tc.limit, len(hits), tc.want)
+		}
+	}
+}
+
+func TestEmptyIndexAndInvalidDoc(t *testing.T) {
+	ix, err := NewIndex(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits, err := ix.Search(t.Context(), Query{Texts: []string{"anything"}})
+	if err != nil || len(hits) != 0 {
+		t.Errorf("empty index: %v %v", hits, err)
+	}
+	if err := ix.Upsert(t.Context(), Doc{Description: "no name"}); !errors.Is(err, ErrInvalidDoc) {
+		t.Errorf("Upsert without name: %v", err)
+	}
+	if err := ix.Upsert(t.Context(), Doc{Name: "the-and-of"}); err != nil { // only stopwords
+		t.Errorf("Upsert stopword-only doc: %v", err)
+	}
+	if _, err := ix.Search(t.Context(), Query{Texts: []string{"the of and"}}); err != nil {
+		t.Errorf("stopword-only query: %v", err)
+	}
+	if _, err := NewIndex(nil, WithDenseWeight(2)); err == nil {
+		t.Error("WithDenseWeight(2) accepted")
+	}
+}
+
+func TestCustomEmbedderIsNormalised(t *testing.T) {
+	raw := func(_ context.Context, text string) ([]float32, error) {
+		return []float32{float32(len(text)), 3, 4}, nil
+	}
+	ix, err := NewIndex(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range testDocs {
+		if err := ix.Upsert(t.Context(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hits, err := ix.Search(t.Context(), Query{Texts: []string{"tax returns"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkHits(t, hits)
+	if hits[0].Name != "tax-helper" {
+		t.Errorf("got %v", hits)
+	}
+	failing := func(context.Context, string) ([]float32, error) { return nil, errors.New("boom") }
+	ix2, _ := NewIndex(failing)
+	if err := ix2.Upsert(t.Context(), testDocs[0]); err == nil {
+		t.Error("embedder error swallowed")
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	ix := newTestIndex(t)
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 20 {
+				name := fmt.Sprintf("w%d-%d", w, i%5)
+				if err := ix.Upsert(ctx, Doc{Name: name, Description: "helps with taxes and recipes"}); err != nil {
+					t.Error(err)
+				}
+				if _, err := ix.Search(ctx, Query{Texts: []string{"tax recipes"}, Limit: 3}); err != nil {
+					t.Error(err)
+				}
+				if i%7 == 0 {
+					_ = ix.Delete(ctx, name)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestLocalEmbedderNormalised(t *testing.T) {
+	v, err := LocalEmbedder()(t.Context(), "Analyzes your cloud bill to find idle resources")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, x := range v {
+		n += float64(x) * float64(x)
+	}
+	if n < 0.999 || n > 1.001 {
+		t.Errorf("|v|^2 = %v", n)
+	}
+}
+
+func TestStem(t *testing.T) {
+	for in, want := range map[string]string{
+		"optimization": "optim", "optimizer": "optim", "caresses": "caress", "ponies": "poni",
+		"relational": "relat", "hopping": "hop", "generalizations": "gener", "sky": "sky", "c#": "c#",
+	} {
+		if got := stem(in); got != want {
+			t.Errorf("stem(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func FuzzSearch(f *testing.F) {
+	f.Add("write a sql query", "agent-x", "Does things, quickly!")
+	f.Add("", "", "")
+	f.Add("ÄÖÜ ß 数据库 ---", "n", "\x00\xff")
+	ix, err := NewIndex(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, d := range testDocs {
+		if err := ix.Upsert(context.Background(), d); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, query, name, desc string) {
+		_ = ix.Upsert(t.Context(), Doc{Name: name, Description: desc, Capabilities: []string{desc}, Tags: []string{query}})
+		hits, err := ix.Search(t.Context(), Query{Texts: []string{query}, Limit: 3})
+		if err != nil && !errors.Is(err, ErrEmptyQuery) {
+			t.Fatal(err)
+		}
+		checkHits(t, hits)
+		if name != "" {
+			_ = ix.Delete(t.Context(), name)
+		}
+	})
+}
