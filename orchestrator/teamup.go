@@ -88,7 +88,9 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 		err = ctx.Err()
 	}
 	if err != nil {
-		s.wg.Go(func() { s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the chat: "+err.Error(), nil) })
+		s.wg.Go(func() {
+			s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the chat: "+err.Error(), nil)
+		})
 		return nil, protocol.Errorf(protocol.ErrUnavailable, "start chat: %v", err)
 	}
 	return &protocol.TeamupReply{CommID: comm}, nil
@@ -163,4 +165,3 @@ func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatu
 	}
 	return nil
 }
-

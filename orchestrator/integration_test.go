@@ -1,0 +1,235 @@
+package orchestrator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ioa-nats/ioa/agentkit"
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/agentkit/rules"
+	"github.com/ioa-nats/ioa/agentkit/worker"
+	"github.com/ioa-nats/ioa/orchestrator"
+	"github.com/nats-io/nats.go"
+)
+
+// runAgents runs agentkit agents on w until the test ends.
+func runAgents(t *testing.T, w *world, agents ...agentkit.Agent) {
+	t.Helper()
+	nc, err := w.b.NewConn("agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := agentkit.NewRuntime(nc, w.b.Subjects(), agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runtime: %v", err)
+		}
+	})
+	// The agents are usable once the registry knows them.
+	for _, a := range agents {
+		waitFor(t, a.Card.Name+" registered", func() bool {
+			var info protocol.AgentInfo
+			return requestJSON(t, w, "registry.get", protocol.NameRequest{Name: a.Card.Name}, &info) == nil && info.Online
+		})
+	}
+}
+
+var mulRE = regexp.MustCompile(`(\d+)\s*[*x×]\s*(\d+)`)
+
+func funcAgent(name, desc string, caps []string, fn func(agentkit.Task) (string, error)) agentkit.Agent {
+	return agentkit.Agent{
+		Card: protocol.AgentCard{Name: name, Description: desc, Capabilities: caps, Type: protocol.TypeTool},
+		Worker: agentkit.WorkerFunc(func(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
+			s, err := fn(t)
+			return agentkit.Result{Conclusion: s}, err
+		}),
+		Policy: rules.New(rules.Config{}),
+	}
+}
+
+// TestGoalEndToEndWithCoordinatorAndAgentkitAgents runs a goal through the
+// real registry, orchestrator and built-in coordinator with four agentkit
+// agents (func and exec workers) and the rules policy.
+func TestGoalEndToEndWithCoordinatorAndAgentkitAgents(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{})
+	script := filepath.Join(t.TempDir(), "wc.sh")
+	// An exec worker: the task arrives as JSON on stdin.
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nwords=$(cat | wc -w)\necho \"the task had $words words\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The multiplier holds its result until the chat pauses on it, so the
+	// walk through pause_and_trigger does not depend on timing.
+	paused := make(chan struct{})
+	sub, err := w.nc.Subscribe(w.b.Subjects().AllChats(), func(m *nats.Msg) {
+		var am protocol.AgentMessage
+		if json.Unmarshal(m.Data, &am) == nil && am.Type == protocol.MsgPause {
+			close(paused)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	runAgents(t, w,
+		orchestrator.Coordinator("coordinator", rules.New(rules.Config{})),
+		funcAgent("multiplier", "Multiplies numbers: computes products of integers.", []string{"multiplication", "arithmetic"},
+			func(t agentkit.Task) (string, error) {
+				<-paused
+				m := mulRE.FindStringSubmatch(t.TaskDesc)
+				if m == nil {
+					return "", fmt.Errorf("no product in %q", t.TaskDesc)
+				}
+				a, _ := strconv.Atoi(m[1])
+				b, _ := strconv.Atoi(m[2])
+				return strconv.Itoa(a * b), nil
+			}),
+		funcAgent("distance-converter", "Converts distances between kilometres and miles.", []string{"unit conversion", "kilometres to miles"},
+			func(agentkit.Task) (string, error) { return "5 km = 3.107 miles", nil }),
+		agentkit.Agent{
+			Card:   protocol.AgentCard{Name: "word-counter", Description: "Counts the words of a text.", Capabilities: []string{"word count", "text statistics"}, Type: protocol.TypeTool},
+			Worker: &worker.Exec{Command: []string{"/bin/sh", script}},
+			Policy: rules.New(rules.Config{}),
+		},
+		funcAgent("report-writer", "Writes a short report summarising earlier results.", []string{"report writing", "summaries"},
+			func(t agentkit.Task) (string, error) {
+				var parts []string
+				for _, e := range t.Earlier {
+					parts = append(parts, e.Result)
+				}
+				return "REPORT: " + strings.Join(parts, "; "), nil
+			}),
+	)
+	goal := "Multiply 12 x 7. Convert 5 kilometres to miles. Count the words of this sentence. Then write a report summarising the results."
+	res := w.submitWait(t, protocol.GoalRequest{Goal: goal})
+	if res.Status != protocol.GoalConcluded {
+		t.Fatalf("result = %+v", res)
+	}
+	log := w.chatLog(t, "coordinator", res.CommID)
+	for _, m := range log {
+		t.Logf("%2d %-18s %-12s %-22s %s %v %s", m.Seq, m.Type, m.Sender, m.State, m.TaskID, m.NextSpeaker, strings.ReplaceAll(m.Content+m.TaskConclusion, "\n", " | "))
+	}
+	// The turn messages, in order: plan, the member's answer, the async
+	// assignment, the pause on what still ran, the dependent sync task, the
+	// conclusion. Task reports interleave between them.
+	var turns []string
+	for _, m := range log {
+		if protocol.IsTurnMessage(m.Type) {
+			turns = append(turns, m.Type+"/"+m.Sender)
+		}
+	}
+	want := []string{"discussion/coordinator", "discussion/multiplier", "async_task_assign/coordinator",
+		"pause/coordinator", "sync_task_assign/coordinator", "conclusion/coordinator"}
+	if strings.Join(turns, " ") != strings.Join(want, " ") {
+		t.Fatalf("turns = %v\nwant    %v", turns, want)
+	}
+	byType := map[string]protocol.AgentMessage{}
+	results := map[string]string{}
+	for _, m := range log {
+		byType[m.Type] = m
+		if m.Type == protocol.MsgTaskResult {
+			if m.TaskStatus != protocol.TaskCompleted {
+				t.Errorf("task %s: %s %s", m.TaskID, m.TaskStatus, m.TaskConclusion)
+			}
+			results[m.TaskID+"/"+m.Sender] = m.TaskConclusion
+		}
+	}
+	async := byType[protocol.MsgAsyncAssign]
+	var assignees []string
+	for _, task := range async.Tasks {
+		assignees = append(assignees, task.TaskID+"/"+task.Assignee)
+	}
+	if got := strings.Join(assignees, " "); got != "t1/multiplier t2/distance-converter t3/word-counter" {
+		t.Fatalf("async tasks = %s", got)
+	}
+	if p := byType[protocol.MsgPause]; !slices.Contains(p.Triggers, "t1") || p.State != protocol.StatePause {
+		t.Fatalf("pause = %+v", p)
+	}
+	if s := byType[protocol.MsgSyncTaskAssign]; len(s.Tasks) != 1 || s.Tasks[0].Assignee != "report-writer" {
+		t.Fatalf("sync = %+v", s.Tasks)
+	}
+	wantResults := map[string]string{
+		"t1/multiplier": "84", "t2/distance-converter": "5 km = 3.107 miles",
+		"t3/word-counter": "the task had 32 words", "t4/report-writer": "REPORT: 84; 5 km = 3.107 miles; the task had 32 words",
+	}
+	if fmt.Sprint(results) != fmt.Sprint(wantResults) {
+		t.Fatalf("results = %v\nwant %v", results, wantResults)
+	}
+	wantConclusion := "Multiply 12 x 7: 84\n" +
+		"Convert 5 kilometres to miles: 5 km = 3.107 miles\n" +
+		"Count the words of this sentence: the task had 32 words\n" +
+		"write a report summarising the results: REPORT: 84; 5 km = 3.107 miles; the task had 32 words"
+	if res.Conclusion != wantConclusion || res.Turns != 6 {
+		t.Fatalf("conclusion (%d turns):\n%s\nwant:\n%s", res.Turns, res.Conclusion, wantConclusion)
+	}
+}
+
+// delegating is the rules policy, except that it always wants a sub-team
+// for its tasks, so nesting goes as deep as the budget allows.
+type delegating struct{ *rules.Policy }
+
+func (delegating) NeedsTeam(context.Context, agentkit.TeamCheck) (bool, error) { return true, nil }
+
+func TestNestedTeamsTwoLevelsDeep(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{MaxDepth: 2})
+	var depths []int
+	var mu sync.Mutex
+	runAgents(t, w,
+		orchestrator.Coordinator("coordinator", rules.New(rules.Config{})),
+		agentkit.Agent{
+			Card: protocol.AgentCard{Name: "planner", Description: "Plans trips and their budgets.",
+				Capabilities: []string{"trip budget"}, NestedTeams: true},
+			Worker: agentkit.WorkerFunc(func(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
+				mu.Lock()
+				depths = append(depths, t.TeamUpDepth)
+				mu.Unlock()
+				return agentkit.Result{Conclusion: "budget: 1200 EUR"}, nil
+			}),
+			Policy: delegating{rules.New(rules.Config{})},
+		},
+	)
+	res := w.submitWait(t, protocol.GoalRequest{Goal: "Plan the trip budget.", Team: []string{"planner"}})
+	if res.Status != protocol.GoalConcluded {
+		t.Fatalf("result = %+v", res)
+	}
+	// Root (depth 0) -> child (1) -> grandchild (2): only the grandchild's
+	// planner, with no nesting budget left, did the work itself.
+	if fmt.Sprint(depths) != "[0]" {
+		t.Fatalf("worker ran at team_up_depth %v, want once at 0", depths)
+	}
+	if !strings.Contains(res.Conclusion, "budget: 1200 EUR") {
+		t.Fatalf("root conclusion does not carry the grandchild's: %q", res.Conclusion)
+	}
+	var root protocol.GoalStatus
+	if err := requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: res.GoalID}, &root); err != nil {
+		t.Fatal(err)
+	}
+	if len(root.Children) != 1 {
+		t.Fatalf("root children = %v", root.Children)
+	}
+	var child protocol.GoalStatus
+	_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: root.Children[0]}, &child)
+	if child.Depth != 1 || child.Status != protocol.GoalConcluded || len(child.Children) != 1 || child.ParentGoalID != root.GoalID {
+		t.Fatalf("child = %+v", child)
+	}
+	var grand protocol.GoalStatus
+	_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: child.Children[0]}, &grand)
+	if grand.Depth != 2 || grand.Status != protocol.GoalConcluded || grand.MaxDepth != 0 {
+		t.Fatalf("grandchild = %+v", grand)
+	}
+}
