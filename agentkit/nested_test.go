@@ -26,7 +26,7 @@ func (s scripted) NextMessage(_ context.Context, t agentkit.Turn) (protocol.Agen
 	return protocol.AgentMessage{Type: protocol.MsgConclusion, Content: agentkit.TaskReport(t.Chat.Tasks)}, nil
 }
 
-func (s scripted) NeedsTeam(context.Context, agentkit.TeamCheck) (bool, error) { return false, nil }
+func (s scripted) NeedsTeam(context.Context, agentkit.TeamCheck) (string, error) { return "", nil }
 
 func TestNestedTeam(t *testing.T) {
 	const desc = "get the weather in Oslo, and then write the report about it"
@@ -63,7 +63,7 @@ func TestNestedTeam(t *testing.T) {
 				t.Fatalf("%d sub-goals submitted, want 1", len(subs))
 			}
 			s := subs[0]
-			if s.Goal != desc || !s.Wait || s.MaxDepth == nil || *s.MaxDepth != 0 || s.Timeout <= 0 ||
+			if s.Goal != "- get the weather in Oslo\n- write the report about it" || !s.Wait || s.MaxDepth == nil || *s.MaxDepth != 0 || s.Timeout <= 0 ||
 				s.Parent == nil || *s.Parent != (protocol.ParentRef{GoalID: "g3", CommID: comm, TaskID: "t1"}) {
 				t.Errorf("sub-goal request %+v (parent %+v)", s, s.Parent)
 			}

@@ -17,11 +17,11 @@ type Policy interface {
 	// a sync or async task assignment, a pause or a conclusion. The runtime
 	// fills in v, id, comm_id, goal_id and sender.
 	NextMessage(ctx context.Context, turn Turn) (protocol.AgentMessage, error)
-	// NeedsTeam reports whether a task assigned to the agent should be
-	// handed to a nested team (PROTOCOL.md section 6). The runtime asks only
-	// when the card allows nested teams and the chat's team_up_depth is
-	// above 0.
-	NeedsTeam(ctx context.Context, req TeamCheck) (bool, error)
+	// NeedsTeam decides whether a task assigned to the agent goes to a
+	// nested team (PROTOCOL.md section 6): it returns the sub-goal to submit,
+	// or "" to do the task itself. The runtime asks only when the card allows
+	// nested teams and the chat's team_up_depth is above 0.
+	NeedsTeam(ctx context.Context, req TeamCheck) (subgoal string, err error)
 }
 
 // Searcher finds agents in the registry (registry.search).

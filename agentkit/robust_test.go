@@ -80,7 +80,7 @@ func (s *stubborn) NextMessage(_ context.Context, t agentkit.Turn) (protocol.Age
 	return protocol.AgentMessage{Type: protocol.MsgDiscussion, NextSpeaker: []string{"nobody"}}, nil
 }
 
-func (s *stubborn) NeedsTeam(context.Context, agentkit.TeamCheck) (bool, error) { return false, nil }
+func (s *stubborn) NeedsTeam(context.Context, agentkit.TeamCheck) (string, error) { return "", nil }
 
 func noWork(context.Context, agentkit.Task) (agentkit.Result, error) {
 	return agentkit.Result{}, errNoMove

@@ -288,4 +288,4 @@ func (panicky) TeamUp(context.Context, agentkit.TeamUpRequest) (agentkit.TeamUpD
 func (panicky) NextMessage(context.Context, agentkit.Turn) (protocol.AgentMessage, error) {
 	panic("policy boom")
 }
-func (panicky) NeedsTeam(context.Context, agentkit.TeamCheck) (bool, error) { panic("policy boom") }
+func (panicky) NeedsTeam(context.Context, agentkit.TeamCheck) (string, error) { panic("policy boom") }

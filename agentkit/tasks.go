@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -86,14 +87,14 @@ func (a *agentState) execute(ctx context.Context, t Task) (Result, error) {
 	tctx, cancel := context.WithTimeout(ctx, a.rt.opts.taskTimeout)
 	defer cancel()
 	if a.Card.NestedTeams && t.TeamUpDepth > 0 {
-		need, err := safely(func() (bool, error) {
+		goal, err := safely(func() (string, error) {
 			return a.Policy.NeedsTeam(tctx, TeamCheck{Self: a.Card, Task: t, Registry: a.searcher})
 		})
 		if err != nil {
 			a.log.Warn("needs-team check failed; doing the task alone", "task_id", t.TaskID, "err", err)
 		}
-		if need {
-			return a.subgoal(tctx, t)
+		if strings.TrimSpace(goal) != "" && err == nil {
+			return a.subgoal(tctx, t, goal)
 		}
 	}
 	res, err := safely(func() (Result, error) { return a.Worker.Run(tctx, t) })
@@ -105,11 +106,7 @@ func (a *agentState) execute(ctx context.Context, t Task) (Result, error) {
 
 // subgoal hands the task to a nested team (PROTOCOL.md section 6) and waits
 // for its conclusion.
-func (a *agentState) subgoal(ctx context.Context, t Task) (Result, error) {
-	text := t.TaskDesc
-	if text == "" {
-		text = t.TaskAbstract
-	}
+func (a *agentState) subgoal(ctx context.Context, t Task, text string) (Result, error) {
 	depth := t.TeamUpDepth - 1
 	req := protocol.GoalRequest{
 		Goal:     text,

@@ -183,7 +183,9 @@ func TestGoalEndToEndWithCoordinatorAndAgentkitAgents(t *testing.T) {
 // for its tasks, so nesting goes as deep as the budget allows.
 type delegating struct{ *rules.Policy }
 
-func (delegating) NeedsTeam(context.Context, agentkit.TeamCheck) (bool, error) { return true, nil }
+func (delegating) NeedsTeam(_ context.Context, q agentkit.TeamCheck) (string, error) {
+	return q.Task.TaskDesc, nil
+}
 
 func TestNestedTeamsTwoLevelsDeep(t *testing.T) {
 	w := newWorld(t, orchestrator.Config{MaxDepth: 2})

@@ -271,30 +271,36 @@ func taskIDs(ts []protocol.Task) string {
 	return strings.Join(ids, ", ")
 }
 
-// NeedsTeam is true when the agent may team up, and the task's own text
-// (its first paragraph: later ones carry earlier results) splits into two or
-// more clauses, one of which the registry ranks another agent best for.
-func (p *Policy) NeedsTeam(ctx context.Context, q agentkit.TeamCheck) (bool, error) {
+// NeedsTeam hands a task to a nested team when the agent may team up and
+// the task's own text (its first paragraph: later ones carry earlier
+// results; after a "Title: " the steps) splits into two or more steps, one
+// of which the registry ranks another agent best for. The sub-goal lists
+// the steps, one per line, so the nested launcher plans them one by one.
+func (p *Policy) NeedsTeam(ctx context.Context, q agentkit.TeamCheck) (string, error) {
 	if !q.Self.NestedTeams || q.Task.TeamUpDepth <= 0 || q.Registry == nil {
-		return false, nil
+		return "", nil
 	}
 	text := q.Task.TaskDesc
 	if text == "" {
 		text = q.Task.TaskAbstract
 	}
 	text, _, _ = strings.Cut(text, "\n\n")
-	clauses := Split(text)
-	if len(clauses) < 2 {
-		return false, nil
+	steps := Steps(text)
+	if len(steps) < 2 {
+		return "", nil
 	}
-	for _, c := range clauses {
-		res, err := q.Registry.Search(ctx, protocol.SearchRequest{Query: c.Text, Limit: 1})
+	other := false
+	for _, step := range steps {
+		res, err := q.Registry.Search(ctx, protocol.SearchRequest{Query: step, Limit: 1})
 		if err != nil {
-			return false, fmt.Errorf("rules: needs team: %w", err)
+			return "", fmt.Errorf("rules: needs team: %w", err)
 		}
 		if len(res) > 0 && res[0].Name != q.Self.Name {
-			return true, nil
+			other = true
 		}
 	}
-	return false, nil
+	if !other {
+		return "", nil
+	}
+	return "- " + strings.Join(steps, "\n- "), nil
 }

@@ -107,3 +107,31 @@ func clause(s string, dependent bool) (Clause, bool) {
 	}
 	return Clause{Text: s, Dependent: dependent}, true
 }
+
+// Steps breaks a task into the steps a nested team would share: the text
+// after a "Title: " if there is one, split as Split does and, in addition,
+// at a bare " and " between two parts of three words or more ("convert 20
+// kg to pounds and compute 3 * 45", but not "salt and pepper").
+func Steps(task string) []string {
+	if _, tail, ok := strings.Cut(task, ": "); ok && strings.TrimSpace(tail) != "" {
+		task = tail
+	}
+	var out []string
+	for _, c := range Split(task) {
+		parts := strings.Split(c.Text, " and ")
+		ok := len(parts) > 1
+		for _, p := range parts {
+			if len(strings.Fields(p)) < 3 {
+				ok = false
+			}
+		}
+		if !ok {
+			out = append(out, c.Text)
+			continue
+		}
+		for _, p := range parts {
+			out = append(out, strings.TrimSpace(p))
+		}
+	}
+	return out
+}

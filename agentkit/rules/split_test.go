@@ -2,6 +2,7 @@ package rules_test
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/ioa-nats/ioa/agentkit/rules"
@@ -53,5 +54,24 @@ func TestSplitCapsClauses(t *testing.T) {
 	}
 	if got := rules.Split(goal); len(got) != 16 {
 		t.Fatalf("got %d clauses, want 16", len(got))
+	}
+}
+
+func TestSteps(t *testing.T) {
+	for _, tc := range []struct {
+		task string
+		want []string
+	}{
+		{"Prepare a packing budget: convert 20 kg to pounds and compute 3 * 45",
+			[]string{"convert 20 kg to pounds", "compute 3 * 45"}},
+		{"buy salt and pepper", []string{"buy salt and pepper"}},
+		{"get the weather in Oslo, and then write the report about it",
+			[]string{"get the weather in Oslo", "write the report about it"}},
+		{"one step only", []string{"one step only"}},
+		{"Title: ", []string{"Title"}},
+	} {
+		if got := rules.Steps(tc.task); !slices.Equal(got, tc.want) {
+			t.Errorf("Steps(%q) = %q, want %q", tc.task, got, tc.want)
+		}
 	}
 }
