@@ -103,10 +103,14 @@ const (
 )
 
 // AgentLaunchSubject is where an agent serves launch requests.
-func (s Subjects) AgentLaunchSubject(name string) (string, error) { return s.agent(name, AgentLaunch, "") }
+func (s Subjects) AgentLaunchSubject(name string) (string, error) {
+	return s.agent(name, AgentLaunch, "")
+}
 
 // AgentInviteSubject is where an agent serves invitations.
-func (s Subjects) AgentInviteSubject(name string) (string, error) { return s.agent(name, AgentInvite, "") }
+func (s Subjects) AgentInviteSubject(name string) (string, error) {
+	return s.agent(name, AgentInvite, "")
+}
 
 // Outbox is where an agent sends its messages for a chat.
 func (s Subjects) Outbox(name, commID string) (string, error) { return s.agent(name, AgentOut, commID) }

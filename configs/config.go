@@ -101,7 +101,9 @@ func (c *Config) CoordinatorPolicy() string {
 }
 
 // Configured reports whether a model endpoint is set.
-func (l LLM) Configured() bool { return l.BaseURL != "" || (l.Provider == "anthropic" && l.APIKey != "") }
+func (l LLM) Configured() bool {
+	return l.BaseURL != "" || (l.Provider == "anthropic" && l.APIKey != "")
+}
 
 // Log configures logging.
 type Log struct {
@@ -162,7 +164,7 @@ func (c *Config) Validate() error {
 	positive := map[string]int{
 		"limits.max_message_bytes": l.MaxMessageBytes, "limits.max_turns": l.MaxTurns,
 		"limits.max_team_size": l.MaxTeamSize, "limits.max_chat_messages": l.MaxChatMessages,
-		"limits.agent_burst": l.AgentBurst,
+		"limits.agent_burst":             l.AgentBurst,
 		"registry.max_description_bytes": c.Registry.MaxDescriptionBytes, "registry.max_card_bytes": c.Registry.MaxCardBytes,
 		"registry.max_agents_per_conn": c.Registry.MaxAgentsPerConn, "registry.max_results": c.Registry.MaxResults,
 	}
@@ -290,4 +292,3 @@ func joinLines(errs []error) error {
 	slices.Sort(msgs)
 	return errors.New(strings.Join(msgs, "\n  "))
 }
-

@@ -49,17 +49,32 @@ var envAliases = map[string][]string{
 
 // Load reads the defaults, then the file named by --config or $IOA_CONFIG
 // (if any), then IOA_* variables, then the flags set on fs (fs may be nil).
-func Load(fs *pflag.FlagSet) (*Config, error) { return load(fs, true) }
+func Load(fs *pflag.FlagSet) (*Config, error) { return load(fs, true, nil) }
+
+// LoadOver is Load with base (YAML) merged over the built-in defaults
+// before the file, the environment and the flags: `ioa demo` starts from
+// DemoYAML this way.
+func LoadOver(fs *pflag.FlagSet, base []byte) (*Config, error) { return load(fs, true, base) }
+
+// DemoYAML is the demo team (configs/demo.yaml).
+//
+//go:embed demo.yaml
+var DemoYAML []byte
 
 // Defaults returns the built-in configuration alone: no file, no
 // environment, no flags. Programs that embed the runtime start from it.
-func Defaults() (*Config, error) { return load(nil, false) }
+func Defaults() (*Config, error) { return load(nil, false, nil) }
 
-func load(fs *pflag.FlagSet, useEnv bool) (*Config, error) {
+func load(fs *pflag.FlagSet, useEnv bool, base []byte) (*Config, error) {
 	v := viper.New()
 	v.SetConfigType("yaml")
 	if err := v.ReadConfig(strings.NewReader(string(DefaultYAML))); err != nil {
 		return nil, fmt.Errorf("configs: built-in defaults: %w", err)
+	}
+	if base != nil {
+		if err := v.MergeConfig(strings.NewReader(string(base))); err != nil {
+			return nil, fmt.Errorf("configs: base configuration: %w", err)
+		}
 	}
 	file := ""
 	if useEnv {
@@ -108,4 +123,3 @@ func load(fs *pflag.FlagSet, useEnv bool) (*Config, error) {
 	}
 	return &c, nil
 }
-

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/configs"
@@ -52,17 +51,12 @@ func busConfig(c *configs.Config) bus.Config {
 
 func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	log := newLogger(cfg)
-	bcfg := busConfig(cfg)
-	bcfg.Logger = log
-	b, err := bus.Open(ctx, bcfg)
+	st, err := startStack(ctx, cfg, stackOptions{services: true}, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = b.Shutdown(sctx)
-	}()
+	defer st.shutdown()
+	b := st.bus
 	out := cmd.OutOrStdout()
 	if b.Embedded() {
 		if url := b.ClientURL(); url != "" {
@@ -73,10 +67,19 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	} else {
 		fmt.Fprintf(out, "using NATS at %s\n", b.ClientURL())
 	}
+	fmt.Fprintf(out, "registry: %s   orchestrator: %s (coordinator %q, %s policy)   agents: %d configured\n",
+		onOff(st.reg != nil), onOff(st.orch != nil), cfg.Orchestrator.Coordinator, cfg.CoordinatorPolicy(), len(cfg.Agents))
 	p := b.Subjects().Prefix()
 	fmt.Fprintf(out, "submit a goal:  nats req %s.goal.submit 'your goal'   (or: ioa goal 'your goal')\n", p)
 	fmt.Fprintf(out, "follow chats:   nats sub '%s.chat.>'\n", p)
 	<-ctx.Done()
 	fmt.Fprintln(out, "shutting down")
 	return nil
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }

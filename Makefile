@@ -1,0 +1,41 @@
+# ioa: Internet of Agents on NATS.
+GO       ?= go
+PKGS     ?= ./...
+FUZZTIME ?= 5s
+BIN      ?= bin/ioa
+
+.PHONY: all build test unit fuzz lint bench demo serve tools clean
+
+all: build
+
+build: ## the ioa binary in bin/
+	$(GO) build -o $(BIN) ./cmd/ioa
+
+demo: ## watch a team of agents solve a goal (no API key, no server)
+	$(GO) run ./cmd/ioa demo
+
+serve: ## run everything with the demo agents; NATS on 127.0.0.1:4222
+	$(GO) run ./cmd/ioa serve --config configs/demo.yaml
+
+test: lint unit fuzz ## everything CI runs: lint, all tests with -race, brief fuzzing
+
+unit: tools
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+fuzz: ## run every fuzz target briefly
+	./scripts/fuzz.sh $(FUZZTIME)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+bench: ## the performance table (see README)
+	$(GO) run ./cmd/ioa bench
+
+tools: ## the nats CLI, used by the CLI examples' tests
+	@command -v nats >/dev/null 2>&1 || [ -x "$$($(GO) env GOPATH)/bin/nats" ] || \
+		(echo "installing the nats CLI"; $(GO) install github.com/nats-io/natscli/nats@v0.5.0)
+
+clean:
+	rm -rf bin data

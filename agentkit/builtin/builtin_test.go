@@ -1,0 +1,82 @@
+package builtin_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ioa-nats/ioa/agentkit"
+	"github.com/ioa-nats/ioa/agentkit/builtin"
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+)
+
+func run(t *testing.T, name, desc string, o builtin.Options, earlier ...agentkit.TaskOutcome) (string, error) {
+	t.Helper()
+	w, err := builtin.New(name, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.Run(t.Context(), agentkit.Task{Task: protocol.Task{TaskDesc: desc}, Goal: "the goal", Earlier: earlier})
+	return res.Conclusion, err
+}
+
+func TestWorkers(t *testing.T) {
+	box := t.TempDir()
+	if err := os.WriteFile(filepath.Join(box, "notes.txt"), []byte("Agents team up. Agents conclude! Teams teams."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := builtin.Options{Sandbox: box}
+	for _, tc := range []struct {
+		worker, desc, want, wantErr string
+	}{
+		{"calculator", "Compute 19.5 * 4", "19.5 * 4 = 78", ""},
+		{"calculator", "what is (2 + 3) x 4 - 1?", "(2 + 3) x 4 - 1 = 19", ""},
+		{"calculator", "compute 2^10", "2^10 = 1024", ""},
+		{"calculator", "15% of 200", "15% of 200 = 30", ""},
+		{"calculator", "divide 1 / 0", "", "not a finite number"},
+		{"calculator", "no numbers here", "", "no arithmetic expression"},
+		{"units", "Convert 42 km to miles", "42 km = 26.10 miles", ""},
+		{"units", "convert 20 kg to pounds", "20 kg = 44.09 lb", ""},
+		{"units", "100 fahrenheit in celsius please", "100 °F = 37.78 °C", ""},
+		{"units", "5 kg to miles", "", "cannot convert"},
+		{"units", "nothing", "", "no conversion"},
+		{"textstats", "Count the words in notes.txt", "notes.txt: 7 words, 3 sentences, 45 characters; most frequent: agents (2), teams (2), conclude (1)", ""},
+		{"textstats", "Count the words: one two three.", "the text: 3 words, 1 sentences, 15 characters; most frequent: three (1)", ""},
+		{"textstats", "Count the words in ../secret.txt", "", "read ../secret.txt"},
+		{"files", "Read notes.txt", "notes.txt:\nAgents team up. Agents conclude! Teams teams.", ""},
+		{"files", "Read missing.txt", "", "read missing.txt"},
+		{"report", "Write the report", "", "no earlier results"},
+	} {
+		got, err := run(t, tc.worker, tc.desc, o)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s(%q): err = %v, want %q", tc.worker, tc.desc, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s(%q) = %q, %v; want %q", tc.worker, tc.desc, got, err, tc.want)
+		}
+	}
+	got, err := run(t, "report", "write it", o,
+		agentkit.TaskOutcome{TaskID: "t1", Assignee: "calc", TaskAbstract: "Compute", Status: "completed", Result: "4 = 4"},
+		agentkit.TaskOutcome{TaskID: "t2", Assignee: "units", TaskAbstract: "Convert | units", Status: "failed", Result: "oops"})
+	want := "# Report\n\nGoal: the goal\n\n| Task | By | Result |\n|---|---|---|\n| Compute | calc | 4 = 4 |\n| Convert / units | units | **failed**: oops |\n"
+	if err != nil || got != want {
+		t.Fatalf("report = %q, %v\nwant %q", got, err, want)
+	}
+	if _, err := builtin.New("nope", o); err == nil {
+		t.Fatal("unknown worker accepted")
+	}
+}
+
+func FuzzCalculator(f *testing.F) {
+	for _, s := range []string{"1+2", "((((1))))", "2^2^2^2", "-(-(-3))", "1/0", "9999999999999999999*9"} {
+		f.Add(s)
+	}
+	w, _ := builtin.New("calculator", builtin.Options{})
+	f.Fuzz(func(t *testing.T, s string) {
+		_, _ = w.Run(t.Context(), agentkit.Task{Task: protocol.Task{TaskDesc: s}})
+	})
+}

@@ -1,0 +1,39 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/ioa-nats/ioa/agentkit"
+)
+
+// writeReport formats the results of the chat's earlier tasks as Markdown.
+func writeReport(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
+	if len(t.Earlier) == 0 {
+		return agentkit.Result{}, fmt.Errorf("there are no earlier results to report on")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Report\n\nGoal: %s\n\n| Task | By | Result |\n|---|---|---|\n", oneLine(t.Goal))
+	for _, e := range t.Earlier {
+		label := e.TaskAbstract
+		if label == "" {
+			label = e.TaskID
+		}
+		result := oneLine(e.Result)
+		if e.Status != "completed" {
+			result = "**" + e.Status + "**: " + result
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", oneLine(label), e.Assignee, result)
+	}
+	return agentkit.Result{Conclusion: b.String()}, nil
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	s = strings.ReplaceAll(s, "|", "/")
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}

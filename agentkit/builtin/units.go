@@ -1,0 +1,76 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/ioa-nats/ioa/agentkit"
+)
+
+type unit struct {
+	name  string
+	kind  string
+	toSI  func(float64) float64
+	frSI  func(float64) float64
+	names []string
+}
+
+func linear(f float64) (func(float64) float64, func(float64) float64) {
+	return func(v float64) float64 { return v * f }, func(v float64) float64 { return v / f }
+}
+
+var units = func() map[string]unit {
+	var list []unit
+	add := func(name, kind string, f float64, names ...string) {
+		to, fr := linear(f)
+		list = append(list, unit{name, kind, to, fr, append(names, name)})
+	}
+	add("km", "length", 1000, "kilometre", "kilometres", "kilometer", "kilometers")
+	add("m", "length", 1, "metre", "metres", "meter", "meters")
+	add("cm", "length", 0.01, "centimetre", "centimetres", "centimeter", "centimeters")
+	add("miles", "length", 1609.344, "mile", "mi")
+	add("ft", "length", 0.3048, "foot", "feet")
+	add("in", "length", 0.0254, "inch", "inches")
+	add("kg", "mass", 1, "kilogram", "kilograms", "kilo", "kilos")
+	add("g", "mass", 0.001, "gram", "grams")
+	add("lb", "mass", 0.45359237, "lbs", "pound", "pounds")
+	add("oz", "mass", 0.028349523125, "ounce", "ounces")
+	add("l", "volume", 1, "litre", "litres", "liter", "liters")
+	add("gallons", "volume", 3.785411784, "gallon", "gal")
+	add("km/h", "speed", 1/3.6, "kph", "kmh")
+	add("mph", "speed", 0.44704, "miles per hour")
+	list = append(list,
+		unit{"°C", "temperature", func(v float64) float64 { return v }, func(v float64) float64 { return v }, []string{"°C", "c", "celsius", "degrees celsius"}},
+		unit{"°F", "temperature", func(v float64) float64 { return (v - 32) * 5 / 9 }, func(v float64) float64 { return v*9/5 + 32 }, []string{"°F", "f", "fahrenheit", "degrees fahrenheit"}},
+	)
+	m := map[string]unit{}
+	for _, u := range list {
+		for _, n := range u.names {
+			m[strings.ToLower(n)] = u
+		}
+	}
+	return m
+}()
+
+var convRE = regexp.MustCompile(`(?i)(-?\d+(?:\.\d+)?)\s*(°?[a-z/]+(?:\s+per\s+hour)?(?:\s+(?:celsius|fahrenheit))?)\s+(?:to|in|into)\s+(°?[a-z/]+(?:\s+per\s+hour)?)`)
+
+func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
+	text := t.TaskDesc + " " + t.TaskAbstract
+	for _, m := range convRE.FindAllStringSubmatch(text, -1) {
+		from, ok1 := units[strings.ToLower(strings.TrimPrefix(m[2], "degrees "))]
+		to, ok2 := units[strings.ToLower(m[3])]
+		if !ok1 || !ok2 {
+			continue
+		}
+		if from.kind != to.kind {
+			return agentkit.Result{}, fmt.Errorf("cannot convert %s (%s) to %s (%s)", from.name, from.kind, to.name, to.kind)
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		out := to.frSI(from.toSI(v))
+		return agentkit.Result{Conclusion: fmt.Sprintf("%s %s = %s %s", m[1], from.name, strconv.FormatFloat(out, 'f', 2, 64), to.name)}, nil
+	}
+	return agentkit.Result{}, fmt.Errorf("no conversion like \"5 km to miles\" found in %q", firstLine(t.TaskDesc))
+}

@@ -1,0 +1,82 @@
+package bus_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+)
+
+func TestCodecRejectsWhatProtocolForbids(t *testing.T) {
+	c := bus.Codec{MaxBytes: 400}
+	type body struct {
+		Name  string `json:"name"`
+		Limit int    `json:"limit"`
+	}
+	for _, tc := range []struct {
+		in   string
+		want *protocol.Error
+	}{
+		{``, protocol.ErrInvalid},
+		{`   `, protocol.ErrInvalid},
+		{`null`, protocol.ErrInvalid},
+		{`[]`, protocol.ErrInvalid},
+		{`"text"`, protocol.ErrInvalid},
+		{`42`, protocol.ErrInvalid},
+		{`{"name":"a","name":"b"}`, protocol.ErrInvalid},
+		{`{"a":{"x":1,"x":2}}`, protocol.ErrInvalid},
+		{"{\"name\":\"\xff\"}", protocol.ErrInvalid},
+		{`{"name":"a"`, protocol.ErrInvalid},
+		{`{"name":"a"} {}`, protocol.ErrInvalid},
+		{`{"limit":"ten"}`, protocol.ErrInvalid},
+		{`{"limit":1e400}`, protocol.ErrInvalid},
+		{`{"limit":99999999999999999999999}`, protocol.ErrInvalid},
+		{strings.Repeat(`{"a":`, 40) + `1` + strings.Repeat(`}`, 40), protocol.ErrInvalid},
+		{`{"name":"` + strings.Repeat("x", 400) + `"}`, protocol.ErrTooLarge},
+	} {
+		var v body
+		err := c.Decode([]byte(tc.in), &v)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("Decode(%.40q) = %v, want %s", tc.in, err, tc.want.Code)
+		}
+	}
+	var v body
+	if err := c.Decode([]byte(` {"name":"ok","limit":3,"unknown":[1,{"x":null}]} `), &v); err != nil || v.Name != "ok" || v.Limit != 3 {
+		t.Fatalf("valid body: %+v %v", v, err)
+	}
+	// Keys repeated in different objects are fine.
+	if err := c.Decode([]byte(`{"a":{"x":1},"b":{"x":1}}`), &struct{}{}); err != nil {
+		t.Fatalf("same key in sibling objects: %v", err)
+	}
+	if err := c.DecodeOptional(nil, &v); err != nil {
+		t.Fatalf("optional empty body: %v", err)
+	}
+	if err := c.DecodeOptional([]byte("null"), &v); err == nil {
+		t.Fatal("optional body accepted null")
+	}
+}
+
+func FuzzCodec(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1}`, `{"a":1,"a":2}`, `null`, `[1,2]`, `{"a":[{"b":{}}]}`, "{\"\xff\":1}", `{"a":"\u0000"}`} {
+		f.Add([]byte(s))
+	}
+	c := bus.Codec{MaxBytes: 4096}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var v map[string]any
+		err := c.Decode(data, &v)
+		if err != nil {
+			var pe *protocol.Error
+			if !errors.As(err, &pe) || (pe.Status != 400 && pe.Status != 413) {
+				t.Fatalf("error is not a protocol 400/413: %v", err)
+			}
+			return
+		}
+		// Anything accepted is a JSON object that encoding/json also accepts.
+		if v == nil || !json.Valid(data) {
+			t.Fatalf("accepted %q", data)
+		}
+	})
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/configs"
+)
+
+// Timeouts of the client commands: connecting must fail fast when nothing
+// listens, and a request that nobody answers must not hang a script.
+const (
+	clientConnectTimeout = 2 * time.Second
+	clientRequestTimeout = 10 * time.Second
+)
+
+// clientConn is a command's connection to a running ioa (ioa serve, or any
+// NATS server the runtime uses).
+type clientConn struct {
+	nc   *nats.Conn
+	subj bus.Subjects
+	url  string
+}
+
+// dialClient connects to the NATS of the configuration the command's flags
+// select: bus.nats_url when set (--nats-url, $IOA_NATS_URL, $NATS_URL), else
+// the embedded server's listener (bus.listen).
+func dialClient(cmd *cobra.Command) (*clientConn, error) {
+	cfg, err := loadConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	url, err := clientURL(cfg)
+	if err != nil {
+		return nil, err
+	}
+	subj, err := bus.NewSubjects(cfg.Bus.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	opts := []nats.Option{nats.Name("ioa-cli"), nats.Timeout(clientConnectTimeout)}
+	if cfg.Bus.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.Bus.CredsFile))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoServers) || isDialError(err) {
+			return nil, fmt.Errorf("cannot reach NATS at %s: is \"ioa serve\" running? (or pass --nats-url)", url)
+		}
+		return nil, fmt.Errorf("cannot connect to NATS at %s: %v", url, err)
+	}
+	return &clientConn{nc: nc, subj: subj, url: url}, nil
+}
+
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op)
+}
+
+// clientURL is where a client finds the runtime's NATS.
+func clientURL(cfg *configs.Config) (string, error) {
+	if cfg.Bus.NATSURL != "" {
+		return cfg.Bus.NATSURL, nil
+	}
+	listen := cfg.Bus.Listen
+	if listen == "" {
+		listen = bus.DefaultListen
+	}
+	if listen == bus.NoListen {
+		return "", errors.New("the embedded server has no listener (bus.listen is \"none\"): pass --nats-url")
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("bus.listen %q is not host:port", listen)
+	}
+	switch host {
+	case "", "0.0.0.0", "::":
+		host = "127.0.0.1" // a wildcard listener is reached on loopback
+	}
+	return "nats://" + net.JoinHostPort(host, port), nil
+}
+
+// Close ends the connection.
+func (c *clientConn) Close() { c.nc.Close() }
+
+// request sends a request to a runtime service and decodes its reply; errors
+// come back as one line a person can act on.
+func (c *clientConn) request(ctx context.Context, subject string, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, clientRequestTimeout)
+	defer cancel()
+	err := bus.Request(ctx, c.nc, subject, in, out)
+	var pe *protocol.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, protocol.ErrUnavailable):
+		return fmt.Errorf("no service answers on %s at %s: is \"ioa serve\" running there?", subject, c.url)
+	case errors.As(err, &pe) && pe.Message != "":
+		return plainError{pe.Message, err}
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("no reply on %s within %s", subject, clientRequestTimeout)
+	}
+	return err
+}
+
+// plainError shows a protocol error by its message alone, for people, and
+// keeps its code for errors.Is.
+type plainError struct {
+	msg string
+	err error
+}
+
+func (e plainError) Error() string { return e.msg }
+func (e plainError) Unwrap() error { return e.err }
+
+// writeJSON prints v as indented JSON, for scripts.
+func writeJSON(w io.Writer, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", data)
+	return err
+}
+
+// isTerminal reports whether w is a terminal; colour and rewritten progress
+// lines are for people, never for pipes and files.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// renderOptionsFor picks the output style for w: colour and a live progress
+// line on a terminal (colour unless NO_COLOR is set), plain lines elsewhere.
+func renderOptionsFor(w io.Writer) renderOptions {
+	tty := isTerminal(w)
+	opt := renderOptions{Live: tty, Color: tty && os.Getenv("NO_COLOR") == "", Width: 120}
+	if tty {
+		opt.Width = 100
+		if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n >= 40 {
+			opt.Width = n
+		}
+	}
+	return opt
+}

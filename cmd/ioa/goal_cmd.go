@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/configs"
+)
+
+// Exit codes of the commands that follow a goal: scripts branch on how the
+// goal ended.
+const (
+	exitConcluded   = 0
+	exitUsage       = 1
+	exitFailed      = 2
+	exitCancelled   = 3
+	exitTimedOut    = 4
+	exitInterrupted = 130
+)
+
+func newGoalCmd() *cobra.Command {
+	var (
+		team                  []string
+		launcher, file        string
+		maxTurns, maxDepth    int
+		timeout               time.Duration
+		asJSON, detach, quiet bool
+	)
+	cmd := &cobra.Command{
+		Use:   `goal "text"`,
+		Short: "Submit a goal and follow its team live until it ends",
+		Long: `goal submits a goal to a running ioa (ioa serve) and follows it live: the
+team that forms, every chat message, the tasks and their results, the nested
+sub-teams and the conclusion.
+
+The exit status says how the goal ended: 0 concluded, 2 failed, 3 cancelled,
+4 timed out, 1 for usage or connection errors. Interrupting (Ctrl-C) stops
+following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
+		Example: `  ioa goal "Convert 5 km to miles"
+  ioa goal "Multiply 12 x 7, then write a report" --team multiplier,report-writer
+  ioa goal "Plan a trip" --launcher planner --max-turns 10 --timeout 2m
+  ioa goal --file goal.json --json | jq -r .conclusion
+  id=$(ioa goal "Summarise the logs" --detach); ioa watch "$id"
+  NATS_URL=nats://10.0.0.5:4222 ioa goal "Count the words of this sentence"`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := goalRequest(cmd, args, file)
+			if err != nil {
+				return err
+			}
+			f := cmd.Flags()
+			if f.Changed("team") {
+				req.Team = team
+			}
+			if f.Changed("launcher") {
+				req.Launcher = launcher
+			}
+			if f.Changed("max-turns") {
+				req.MaxTurns = maxTurns
+			}
+			if f.Changed("max-depth") {
+				req.MaxDepth = &maxDepth
+			}
+			if f.Changed("timeout") {
+				req.Timeout = protocol.Duration(timeout)
+			}
+			if err := req.Validate(); err != nil {
+				return errors.New(protocol.AsError(err).Message)
+			}
+			c, err := dialClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx := cmd.Context()
+			var reply protocol.SubmitReply
+			if err := c.request(ctx, c.subj.Goal(bus.GoalSubmit), req, &reply); err != nil {
+				return fmt.Errorf("submit: %w", err)
+			}
+			out := cmd.OutOrStdout()
+			if detach {
+				fmt.Fprintln(out, reply.GoalID)
+				return nil
+			}
+			opt := renderOptionsFor(out)
+			opt.Quiet = quiet
+			w := out
+			if asJSON {
+				w = io.Discard
+			}
+			res, err := followGoal(ctx, c.nc, c.subj, reply.GoalID, w, opt)
+			if err != nil {
+				return followError(reply.GoalID, err)
+			}
+			if asJSON {
+				if err := writeJSON(out, res); err != nil {
+					return err
+				}
+			}
+			return goalExit(res)
+		},
+	}
+	configs.AddFlags(cmd.Flags())
+	f := cmd.Flags()
+	f.StringSliceVar(&team, "team", nil, "members of the team, comma-separated (skips discovery)")
+	f.StringVar(&launcher, "launcher", "", "agent that forms the team and speaks first (default: the built-in coordinator)")
+	f.IntVar(&maxTurns, "max-turns", 0, "turn budget of the chat (default: the server's limit)")
+	f.IntVar(&maxDepth, "max-depth", 0, "how deep tasks may team up in nested sub-teams (default: the server's limit)")
+	f.DurationVar(&timeout, "timeout", 0, "time budget of the goal, e.g. 2m (default: the server's limit)")
+	f.StringVarP(&file, "file", "f", "", "read the goal request (GoalRequest JSON) from this file; - for stdin")
+	f.BoolVar(&asJSON, "json", false, "print only the final GoalResult as JSON")
+	f.BoolVarP(&detach, "detach", "d", false, "print the goal id and return without following")
+	f.BoolVarP(&quiet, "quiet", "q", false, "print only the outcome, not the chat")
+	cmd.MarkFlagsMutuallyExclusive("json", "detach")
+	return cmd
+}
+
+// goalRequest builds the request from the file and the text arguments.
+func goalRequest(cmd *cobra.Command, args []string, file string) (protocol.GoalRequest, error) {
+	var req protocol.GoalRequest
+	if file != "" {
+		var (
+			data []byte
+			err  error
+		)
+		if file == "-" {
+			data, err = io.ReadAll(cmd.InOrStdin())
+		} else {
+			data, err = os.ReadFile(file)
+		}
+		if err != nil {
+			return req, fmt.Errorf("goal file: %w", err)
+		}
+		if err := json.Unmarshal(data, &req); err != nil {
+			return req, fmt.Errorf("goal file %s: %s", file, jsonProblem(data, err))
+		}
+	}
+	if text := strings.TrimSpace(strings.Join(args, " ")); text != "" {
+		req.Goal = text
+	}
+	if req.Goal == "" {
+		if file != "" {
+			return req, fmt.Errorf("goal file %s: \"goal\" is required", file)
+		}
+		return req, errors.New(`say what the goal is: ioa goal "text" (or --file goal.json)`)
+	}
+	return req, nil
+}
+
+// jsonProblem says where a JSON document is wrong, in one line.
+func jsonProblem(data []byte, err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	var offset int64
+	switch {
+	case errors.As(err, &se):
+		offset = se.Offset
+	case errors.As(err, &te):
+		if te.Field != "" {
+			return fmt.Sprintf("%q must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		offset = te.Offset
+	default:
+		return err.Error()
+	}
+	line, col := 1, 1
+	for _, b := range data[:min(int(offset), len(data))] {
+		if b == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return fmt.Sprintf("invalid JSON at line %d, column %d: %s", line, col, strings.TrimPrefix(err.Error(), "json: "))
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "slice", "array":
+		return "an array"
+	case "struct", "map", "ptr":
+		return "an object"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	}
+	return "a number"
+}
+
+// goalExit maps how a goal ended to the exit status.
+func goalExit(res protocol.GoalResult) error {
+	code := map[string]int{
+		protocol.GoalConcluded: exitConcluded, protocol.GoalFailed: exitFailed,
+		protocol.GoalCancelled: exitCancelled, protocol.GoalTimedOut: exitTimedOut,
+	}
+	c, ok := code[res.Status]
+	if !ok {
+		return exitCode{exitUsage, fmt.Sprintf("goal %s ended with unknown status %q", res.GoalID, res.Status)}
+	}
+	if c == exitConcluded {
+		return nil
+	}
+	msg := fmt.Sprintf("goal %s %s", res.GoalID, strings.ReplaceAll(res.Status, "_", " "))
+	if res.Reason != "" {
+		msg += ": " + res.Reason
+	}
+	return exitCode{c, msg}
+}
+
+// followError explains why following stopped; an interrupt leaves the goal
+// running.
+func followError(goalID string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return exitCode{exitInterrupted, fmt.Sprintf("stopped following goal %s; it goes on (ioa watch %s, ioa goals cancel %s)", goalID, goalID, goalID)}
+	}
+	return fmt.Errorf("follow goal %s: %w", goalID, err)
+}

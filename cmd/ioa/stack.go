@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ioa-nats/ioa/agentkit"
+	"github.com/ioa-nats/ioa/agentkit/builtin"
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/agentkit/rules"
+	"github.com/ioa-nats/ioa/agentkit/worker"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/configs"
+	"github.com/ioa-nats/ioa/orchestrator"
+	"github.com/ioa-nats/ioa/registry"
+	"github.com/ioa-nats/ioa/registry/search"
+)
+
+// stack is everything one ioa process runs: NATS (embedded or not), the
+// registry, the orchestrator with its coordinator, and the configured agents.
+type stack struct {
+	bus    *bus.Bus
+	reg    *registry.Service
+	orch   *orchestrator.Service
+	cancel context.CancelFunc
+	agents chan error // the agent runtime's result
+	log    *slog.Logger
+}
+
+// stackOptions choose the parts a command runs.
+type stackOptions struct {
+	services bool // registry and orchestrator (serve, demo); agent run needs neither
+	sandbox  string
+}
+
+// startStack starts the parts in dependency order and stops what it started
+// if a later part fails.
+func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log *slog.Logger) (_ *stack, err error) {
+	bcfg := busConfig(cfg)
+	bcfg.Logger = log
+	s := &stack{log: log}
+	if s.bus, err = bus.Open(ctx, bcfg); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.shutdown()
+		}
+	}()
+	if opt.services && cfg.Registry.Enabled {
+		emb, err := embedder(cfg.Registry.Embedder)
+		if err != nil {
+			return nil, err
+		}
+		s.reg, err = registry.New(s.bus, registry.Config{
+			HeartbeatTTL: cfg.Registry.HeartbeatTTL, MaxDescriptionBytes: cfg.Registry.MaxDescriptionBytes,
+			MaxCardBytes: cfg.Registry.MaxCardBytes, MaxAgentsPerConn: cfg.Registry.MaxAgentsPerConn,
+			MaxResults: cfg.Registry.MaxResults, Embedder: emb, Logger: log.With("service", "registry"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := s.reg.Start(ctx); err != nil {
+			return nil, err
+		}
+	}
+	agents, err := buildAgents(cfg, opt.sandbox)
+	if err != nil {
+		return nil, err
+	}
+	if opt.services && cfg.Orchestrator.Enabled {
+		l := cfg.Limits
+		s.orch, err = orchestrator.New(s.bus, orchestrator.Config{
+			Coordinator: cfg.Orchestrator.Coordinator, MaxTurns: l.MaxTurns, MaxDepth: depthConfig(l.MaxDepth),
+			MaxTeamSize: l.MaxTeamSize, GoalTimeout: l.GoalTimeout, SpeakerTimeout: l.SpeakerTimeout,
+			TaskTimeout: l.TaskTimeout, MaxChatMessages: l.MaxChatMessages, AgentRate: l.AgentRate,
+			AgentBurst: l.AgentBurst, Logger: log.With("service", "orchestrator"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := s.orch.Start(ctx); err != nil {
+			return nil, err
+		}
+		policy, err := policyFor(cfg, cfg.CoordinatorPolicy())
+		if err != nil {
+			return nil, err
+		}
+		agents = append([]agentkit.Agent{orchestrator.Coordinator(cfg.Orchestrator.Coordinator, policy)}, agents...)
+	}
+	if len(agents) > 0 {
+		if err := s.runAgents(cfg, agents); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// depthConfig maps the configured max_depth (0 means no nesting) to the
+// orchestrator's convention (0 means the default, negative none).
+func depthConfig(d int) int {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+func (s *stack) runAgents(cfg *configs.Config, agents []agentkit.Agent) error {
+	nc, err := s.bus.NewConn("ioa-agents")
+	if err != nil {
+		return err
+	}
+	rt, err := agentkit.NewRuntime(nc, s.bus.Subjects(), agents,
+		agentkit.WithLogger(s.log.With("service", "agents")),
+		agentkit.WithTaskTimeout(cfg.Limits.TaskTimeout),
+		agentkit.WithCodec(s.bus.Codec()))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.agents = make(chan error, 1)
+	go func() { s.agents <- rt.Run(ctx) }()
+	return nil
+}
+
+// waitAgentsOnline returns once the registry lists every name as online.
+func (s *stack) waitAgentsOnline(ctx context.Context, names []string) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for _, n := range names {
+		for {
+			var info protocol.AgentInfo
+			err := bus.Request(ctx, s.bus.Conn(), s.bus.Subjects().Registry(bus.RegistryGet), protocol.NameRequest{Name: n}, &info)
+			if err == nil && info.Online {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("agent %s did not come online: %v", n, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// shutdown stops the parts in reverse order: agents first, so they
+// deregister while the registry still runs.
+func (s *stack) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if s.cancel != nil {
+		s.cancel()
+		select {
+		case err := <-s.agents:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				s.log.Warn("agents stopped", "err", err)
+			}
+		case <-ctx.Done():
+		}
+	}
+	if s.orch != nil {
+		_ = s.orch.Shutdown(ctx)
+	}
+	if s.reg != nil {
+		_ = s.reg.Shutdown(ctx)
+	}
+	if s.bus != nil {
+		_ = s.bus.Shutdown(ctx)
+	}
+}
+
+func embedder(e configs.Embedder) (search.Embedder, error) {
+	switch e.Kind {
+	case "local", "":
+		return search.LocalEmbedder(), nil
+	case "openai":
+		return search.OpenAIEmbedder(e.BaseURL, e.APIKey, e.Model), nil
+	case "ollama":
+		return search.OllamaEmbedder(e.BaseURL, e.Model), nil
+	}
+	return nil, fmt.Errorf("registry.embedder.kind %q is not local, openai or ollama", e.Kind)
+}
+
+// buildAgents turns the configured agents into agentkit agents.
+func buildAgents(cfg *configs.Config, sandbox string) ([]agentkit.Agent, error) {
+	var out []agentkit.Agent
+	for _, a := range cfg.Agents {
+		w, err := workerFor(cfg, a, sandbox)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
+		}
+		p, err := policyFor(cfg, a.Policy)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
+		}
+		typ := a.Type
+		if typ == "" {
+			typ = protocol.TypeTool
+		}
+		out = append(out, agentkit.Agent{
+			Card: protocol.AgentCard{
+				Name: a.Name, Description: a.Description, Capabilities: a.Capabilities, Type: typ,
+				Tags: a.Tags, NestedTeams: a.NestedTeams, MaxConcurrency: a.MaxConcurrency, Metadata: a.Metadata,
+			},
+			Worker: w, Policy: p,
+		})
+	}
+	return out, nil
+}
+
+func workerFor(cfg *configs.Config, a configs.Agent, sandbox string) (agentkit.Worker, error) {
+	w := a.Worker
+	switch w.Kind {
+	case "builtin":
+		dir := w.Dir
+		if dir == "" {
+			dir = sandbox
+		}
+		return builtin.New(w.Builtin, builtin.Options{Sandbox: dir})
+	case "exec":
+		return &worker.Exec{Command: w.Command, Dir: w.Dir, Timeout: w.Timeout, MaxOutput: w.MaxOutput}, nil
+	}
+	return extraWorker(cfg, a)
+}
+
+func policyFor(cfg *configs.Config, name string) (agentkit.Policy, error) {
+	switch name {
+	case "", "rules":
+		return rules.New(rules.Config{MaxTeam: cfg.Limits.MaxTeamSize}), nil
+	}
+	return extraPolicy(cfg, name)
+}
