@@ -1,0 +1,225 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/configs"
+)
+
+func newGoalsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "goals",
+		Short: "List, show and cancel goals",
+		Example: `  ioa goals ls --status running
+  ioa goals get g_2a9Xk1
+  ioa goals cancel g_2a9Xk1`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newGoalsLsCmd(), newGoalsGetCmd(), newGoalsCancelCmd())
+	return cmd
+}
+
+func newGoalsLsCmd() *cobra.Command {
+	var (
+		status string
+		limit  int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List goals, newest first",
+		Example: `  ioa goals ls
+  ioa goals ls --status running
+  ioa goals ls --status ended --limit 50 --json | jq -r '.goals[] | [.goal_id, .status] | @tsv'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch status {
+			case "running", "ended", "all":
+			default:
+				return fmt.Errorf("--status %q is not running, ended or all", status)
+			}
+			if limit < 1 || limit > 1000 {
+				return fmt.Errorf("--limit %d must be between 1 and 1000", limit)
+			}
+			c, err := dialClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var reply protocol.GoalListReply
+			if err := c.request(cmd.Context(), c.subj.Goal(bus.GoalList), protocol.GoalListRequest{Status: status, Limit: limit}, &reply); err != nil {
+				return fmt.Errorf("goal list: %w", err)
+			}
+			if reply.Goals == nil {
+				reply.Goals = []protocol.GoalStatus{}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, reply)
+			}
+			if len(reply.Goals) == 0 {
+				fmt.Fprintf(out, "no goals (%s)\n", status)
+				return nil
+			}
+			opt := renderOptionsFor(out)
+			p := palette{opt.Color}
+			tb := table{pal: p}
+			tb.header("ID", "STATUS", "AGE", "TEAM", "GOAL")
+			now := time.Now()
+			for _, g := range reply.Goals {
+				id := g.GoalID
+				if g.ParentGoalID != "" {
+					id += p.dim(" ↑" + g.ParentGoalID)
+				}
+				team := strings.Join(g.Team, ",")
+				tb.add(id, statusText(p, g.Status), fmtAge(now.Sub(g.CreatedAt)), trimLine(team, 30),
+					trimLine(firstLine(g.Goal), descWidth(opt, 50+visibleLen(id)+min(len(team), 30))))
+			}
+			return tb.write(out)
+		},
+	}
+	configs.AddFlags(cmd.Flags())
+	f := cmd.Flags()
+	f.StringVar(&status, "status", "all", "which goals: running, ended or all")
+	f.IntVarP(&limit, "limit", "n", 20, "how many goals at most (1 to 1000)")
+	f.BoolVar(&asJSON, "json", false, "print the orchestrator's reply as JSON")
+	return cmd
+}
+
+func newGoalsGetCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "get ID",
+		Short: "Show a goal: its status, team, sub-goals and result",
+		Example: `  ioa goals get g_2a9Xk1
+  ioa goals get g_2a9Xk1 --json | jq .result.conclusion`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !protocol.ValidID(args[0]) {
+				return fmt.Errorf("%q is not a goal id", args[0])
+			}
+			c, err := dialClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var st protocol.GoalStatus
+			if err := c.request(cmd.Context(), c.subj.Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: args[0]}, &st); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, st)
+			}
+			writeGoalStatus(out, palette{renderOptionsFor(out).Color}, st)
+			return nil
+		},
+	}
+	configs.AddFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the GoalStatus as JSON")
+	return cmd
+}
+
+func writeGoalStatus(w io.Writer, p palette, st protocol.GoalStatus) {
+	tb := table{pal: p}
+	row := func(k, v string) {
+		if v != "" {
+			tb.add(p.dim(k), v)
+		}
+	}
+	row("goal:", p.bold(st.GoalID))
+	row("status:", statusText(p, st.Status))
+	row("launcher:", st.Launcher)
+	row("team:", strings.Join(st.Team, ", "))
+	row("chat:", st.CommID)
+	if st.ParentGoalID != "" {
+		parent := st.ParentGoalID
+		if st.Parent != nil && st.Parent.TaskID != "" {
+			parent += " (task " + st.Parent.TaskID + ")"
+		}
+		row("parent:", parent)
+	}
+	row("sub-goals:", strings.Join(st.Children, ", "))
+	row("depth:", fmt.Sprintf("%d (may nest %d deeper)", st.Depth, st.MaxDepth))
+	row("budget:", fmt.Sprintf("%s, %s", plural(st.MaxTurns, "turn"), st.Timeout))
+	if !st.CreatedAt.IsZero() {
+		row("created:", st.CreatedAt.Local().Format(time.DateTime)+p.dim(" ("+fmtAge(time.Since(st.CreatedAt))+" ago)"))
+	}
+	if res := st.Result; res != nil {
+		row("reason:", res.Reason)
+		row("usage:", summary(*res))
+	}
+	_ = tb.write(w)
+	fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(st.Goal))
+	if res := st.Result; res != nil && strings.TrimSpace(res.Conclusion) != "" {
+		fmt.Fprintf(w, "\n%s\n", p.bold("conclusion:"))
+		for l := range strings.SplitSeq(strings.TrimSpace(res.Conclusion), "\n") {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
+}
+
+func newGoalsCancelCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "cancel ID",
+		Short:   "Cancel a goal and its whole tree of sub-goals",
+		Example: `  ioa goals cancel g_2a9Xk1`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !protocol.ValidID(args[0]) {
+				return fmt.Errorf("%q is not a goal id", args[0])
+			}
+			c, err := dialClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var st protocol.GoalStatus
+			err = c.request(cmd.Context(), c.subj.Goal(bus.GoalCancel), protocol.GoalIDRequest{GoalID: args[0]}, &st)
+			if err != nil {
+				if errors.Is(err, protocol.ErrNotFound) {
+					return fmt.Errorf("no goal %s", args[0])
+				}
+				return fmt.Errorf("cancel %s: %w", args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "goal %s: %s\n", st.GoalID, strings.ReplaceAll(st.Status, "_", " "))
+			return nil
+		},
+	}
+	configs.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func statusText(p palette, s string) string {
+	switch s {
+	case protocol.GoalConcluded:
+		return p.green(s)
+	case protocol.GoalFailed, protocol.GoalTimedOut:
+		return p.red(s)
+	case protocol.GoalCancelled:
+		return p.yellow(s)
+	}
+	return p.cyan(s)
+}
+
+// fmtAge prints how long ago something happened, coarsely.
+func fmtAge(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
