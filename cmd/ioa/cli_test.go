@@ -1,0 +1,512 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ioa-nats/ioa/agentkit"
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/agentkit/rules"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/bustest"
+	"github.com/ioa-nats/ioa/orchestrator"
+	"github.com/ioa-nats/ioa/registry"
+)
+
+// cliWorld is a running runtime (NATS, registry, orchestrator, agents) for
+// the client commands to talk to.
+type cliWorld struct {
+	b   *bus.Bus
+	url string
+}
+
+func newCLIWorld(t *testing.T, agents ...agentkit.Agent) *cliWorld {
+	t.Helper()
+	b := bustest.New(t)
+	ctx := t.Context()
+	reg, err := registry.New(b, registry.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Shutdown(context.Background()) })
+	orch, err := orchestrator.New(b, orchestrator.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := orch.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = orch.Shutdown(context.Background()) })
+	w := &cliWorld{b: b, url: b.ClientURL()}
+	if len(agents) == 0 {
+		return w
+	}
+	nc, err := b.NewConn("agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := agentkit.NewRuntime(nc, b.Subjects(), agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(rctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agents: %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for _, a := range agents {
+		for {
+			var info protocol.AgentInfo
+			err := bus.Request(ctx, b.Conn(), b.Subjects().Registry(bus.RegistryGet), protocol.NameRequest{Name: a.Card.Name}, &info)
+			if err == nil && info.Online {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("agent %s never came online: %v", a.Card.Name, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return w
+}
+
+var productRE = regexp.MustCompile(`(\d+)\s*[*x×]\s*(\d+)`)
+
+// testAgents are the coordinator and two func workers led by the rules
+// policy, so goals end the same way every time.
+func testAgents() []agentkit.Agent {
+	fn := func(name, desc string, caps []string, do func(agentkit.Task) (string, error)) agentkit.Agent {
+		return agentkit.Agent{
+			Card: protocol.AgentCard{Name: name, Description: desc, Capabilities: caps, Type: protocol.TypeTool},
+			Worker: agentkit.WorkerFunc(func(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
+				s, err := do(t)
+				return agentkit.Result{Conclusion: s}, err
+			}),
+			Policy: rules.New(rules.Config{}),
+		}
+	}
+	return []agentkit.Agent{
+		orchestrator.Coordinator("coordinator", rules.New(rules.Config{})),
+		fn("multiplier", "Multiplies numbers: computes products of integers.", []string{"multiplication", "arithmetic"},
+			func(t agentkit.Task) (string, error) {
+				m := productRE.FindStringSubmatch(t.TaskDesc)
+				if m == nil {
+					return "", fmt.Errorf("no product in %q", t.TaskDesc)
+				}
+				a, _ := strconv.Atoi(m[1])
+				b, _ := strconv.Atoi(m[2])
+				return strconv.Itoa(a * b), nil
+			}),
+		fn("distance-converter", "Converts distances between kilometres and miles.", []string{"unit conversion", "kilometres to miles"},
+			func(agentkit.Task) (string, error) { return "5 km = 3.107 miles", nil }),
+	}
+}
+
+const testGoal = "Multiply 12 x 7. Convert 5 kilometres to miles."
+
+// runCLI runs one command the way the ioa binary does and returns what it
+// printed.
+func runCLI(t *testing.T, cmd *cobra.Command, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	root := &cobra.Command{Use: "ioa", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(cmd)
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	err = root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+// submit starts a goal without waiting for it.
+func (w *cliWorld) submit(t *testing.T, req protocol.GoalRequest) string {
+	t.Helper()
+	var reply protocol.SubmitReply
+	if err := bus.Request(t.Context(), w.b.Conn(), w.b.Subjects().Goal(bus.GoalSubmit), req, &reply); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	return reply.GoalID
+}
+
+// inOrder fails unless every part occurs in s, each after the previous one.
+func inOrder(t *testing.T, s string, parts ...string) {
+	t.Helper()
+	rest := s
+	for _, p := range parts {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			t.Fatalf("output lacks %q (in this order: %q); output:\n%s", p, parts, s)
+		}
+		rest = rest[i+len(p):]
+	}
+}
+
+func TestFollowGoalPrintsTheStoryInOrder(t *testing.T) {
+	w := newCLIWorld(t, testAgents()...)
+	id := w.submit(t, protocol.GoalRequest{Goal: testGoal, Team: []string{"multiplier", "distance-converter"}})
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	res, err := followGoal(ctx, w.b.Conn(), w.b.Subjects(), id, &out, renderOptions{Width: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("followGoal output:\n%s", out.String())
+	if res.Status != protocol.GoalConcluded || res.GoalID != id {
+		t.Fatalf("result = %+v", res)
+	}
+	text := out.String()
+	inOrder(t, text,
+		"● goal "+id+": "+testGoal,
+		"● team: coordinator, multiplier, distance-converter",
+		"#1 system  start → coordinator  [discussion]",
+		"#2 coordinator",
+		"⇢ task", "→ multiplier: Multiply 12 x 7",
+		"✓", "multiplier", ": 84",
+		"✔ concluded",
+		"    Multiply 12 x 7: 84",
+		"turns · ",
+	)
+	if !strings.Contains(text, "distance-converter") || !strings.Contains(text, "5 km = 3.107 miles") {
+		t.Errorf("the converter's task is missing:\n%s", text)
+	}
+	if strings.Contains(text, "\033[") || strings.Contains(text, "\r") {
+		t.Errorf("plain output has escape codes or carriage returns:\n%q", text)
+	}
+	// Replaying an ended goal prints the same story and ends at once.
+	var again bytes.Buffer
+	if _, err := followGoal(ctx, w.b.Conn(), w.b.Subjects(), id, &again, renderOptions{Width: 120}); err != nil {
+		t.Fatal(err)
+	}
+	if again.String() != text {
+		t.Errorf("replay differs:\n%s\nfirst:\n%s", again.String(), text)
+	}
+	// JSON: one event per line, the last the conclusion.
+	var js bytes.Buffer
+	if _, err := followGoal(ctx, w.b.Conn(), w.b.Subjects(), id, &js, renderOptions{JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(js.String()), "\n")
+	var last protocol.GoalEvent
+	for _, l := range lines {
+		if err := json.Unmarshal([]byte(l), &last); err != nil {
+			t.Fatalf("not a JSON line: %q", l)
+		}
+	}
+	if len(lines) < 5 || last.Kind != protocol.EventConcluded || last.Result == nil {
+		t.Fatalf("%d JSON events, last %+v", len(lines), last)
+	}
+}
+
+func TestFollowGoalReturnsWhenContextEnds(t *testing.T) {
+	w := newCLIWorld(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := followGoal(ctx, w.b.Conn(), w.b.Subjects(), "g_never", &bytes.Buffer{}, renderOptions{Live: true})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the context's", err)
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Fatalf("took %v to notice the context", time.Since(start))
+	}
+}
+
+func TestGoalCommand(t *testing.T) {
+	w := newCLIWorld(t, testAgents()...)
+	team := "--team=multiplier,distance-converter"
+
+	t.Run("json", func(t *testing.T) {
+		out, _, err := runCLI(t, newGoalCmd(), "goal", testGoal, team, "--json", "--nats-url", w.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res protocol.GoalResult
+		dec := json.NewDecoder(strings.NewReader(out))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&res); err != nil || dec.More() {
+			t.Fatalf("stdout is not one GoalResult: %v\n%s", err, out)
+		}
+		if res.Status != protocol.GoalConcluded || !strings.Contains(res.Conclusion, "84") {
+			t.Fatalf("result = %+v", res)
+		}
+	})
+	t.Run("live", func(t *testing.T) {
+		out, _, err := runCLI(t, newGoalCmd(), "goal", testGoal, team, "--nats-url", w.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inOrder(t, out, "● team:", "#1 system", "⇢ task", "✔ concluded", "Multiply 12 x 7: 84")
+	})
+	t.Run("quiet", func(t *testing.T) {
+		out, _, err := runCLI(t, newGoalCmd(), "goal", testGoal, team, "-q", "--nats-url", w.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out, "#1") || !strings.HasPrefix(out, "✔ concluded\n") {
+			t.Fatalf("quiet output:\n%s", out)
+		}
+	})
+	t.Run("detach", func(t *testing.T) {
+		out, _, err := runCLI(t, newGoalCmd(), "goal", testGoal, team, "--detach", "--nats-url", w.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id := strings.TrimSuffix(out, "\n"); !protocol.ValidID(id) {
+			t.Fatalf("detach printed %q, want a goal id alone", out)
+		}
+	})
+	t.Run("file", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "goal.json")
+		body := `{"goal": "Multiply 6 x 7.", "team": ["multiplier"], "max_turns": 8}`
+		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := runCLI(t, newGoalCmd(), "goal", "--file", f, "--json", "--nats-url", w.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res protocol.GoalResult
+		if err := json.Unmarshal([]byte(out), &res); err != nil || !strings.Contains(res.Conclusion, "42") {
+			t.Fatalf("result %+v (%v)", res, err)
+		}
+	})
+	// How a goal ended is the exit status; the reason is the message.
+	exits := []struct {
+		name string
+		args []string
+		code int
+		says string
+	}{
+		{"unknown launcher", []string{"--launcher", "nobody"}, exitFailed, "launcher nobody is not running"},
+		{"unknown member", []string{"--team", "multiplier,ghost"}, exitFailed, "member ghost is not registered"},
+	}
+	for _, tc := range exits {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"goal", testGoal, "--nats-url", w.url}, tc.args...)
+			out, _, err := runCLI(t, newGoalCmd(), args...)
+			var ec exitCode
+			if !errors.As(err, &ec) || ec.code != tc.code || !strings.Contains(ec.msg, tc.says) || strings.Contains(ec.msg, "\n") {
+				t.Fatalf("err = %v, want exit %d saying %q", err, tc.code, tc.says)
+			}
+			if !strings.Contains(out, "✗ failed: ") {
+				t.Errorf("output does not show the failure:\n%s", out)
+			}
+		})
+	}
+	t.Run("json failed", func(t *testing.T) {
+		out, _, err := runCLI(t, newGoalCmd(), "goal", testGoal, "--launcher", "nobody", "--json", "--nats-url", w.url)
+		var ec exitCode
+		if !errors.As(err, &ec) || ec.code != exitFailed {
+			t.Fatalf("err = %v, want exit %d", err, exitFailed)
+		}
+		var res protocol.GoalResult
+		if err := json.Unmarshal([]byte(out), &res); err != nil || res.Status != protocol.GoalFailed {
+			t.Fatalf("stdout %q (%v)", out, err)
+		}
+	})
+}
+
+func TestGoalExitCodes(t *testing.T) {
+	for status, code := range map[string]int{
+		protocol.GoalConcluded: 0, protocol.GoalFailed: 2, protocol.GoalCancelled: 3, protocol.GoalTimedOut: 4,
+	} {
+		err := goalExit(protocol.GoalResult{GoalID: "g1", Status: status, Reason: "why"})
+		var ec exitCode
+		switch {
+		case code == 0 && err != nil:
+			t.Errorf("%s: %v, want nil", status, err)
+		case code != 0 && (!errors.As(err, &ec) || ec.code != code || !strings.HasSuffix(ec.msg, ": why")):
+			t.Errorf("%s: %v, want exit %d with the reason", status, err, code)
+		}
+	}
+}
+
+func TestGoalCommandWithoutServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + l.Addr().String()
+	l.Close()
+	start := time.Now()
+	_, _, err = runCLI(t, newGoalCmd(), "goal", "anything", "--nats-url", url)
+	want := `cannot reach NATS at ` + url + `: is "ioa serve" running? (or pass --nats-url)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant  %s", err, want)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("took %v to give up", time.Since(start))
+	}
+	_, _, err = runCLI(t, newAgentsCmd(), "agents", "ls", "--nats-url", url)
+	if err == nil || err.Error() != want {
+		t.Fatalf("agents ls: err = %v", err)
+	}
+}
+
+func TestGoalFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct{ name, body, says string }{
+		{"syntax", "{\n  \"goal\": \"x\",,\n}", "invalid JSON at line 2, column 14"},
+		{"type", `{"goal": "x", "team": "multiplier"}`, `"team" must be an array, not string`},
+		{"no goal", `{"team": ["multiplier"]}`, `"goal" is required`},
+		{"bad name", `{"goal": "x", "team": ["Not A Name"]}`, "Not A Name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".json")
+			if err := os.WriteFile(f, []byte(tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// No server is needed: the file is checked before connecting.
+			_, _, err := runCLI(t, newGoalCmd(), "goal", "--file", f, "--nats-url", "nats://127.0.0.1:1")
+			var ec exitCode
+			if err == nil || errors.As(err, &ec) || !strings.Contains(err.Error(), tc.says) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err = %v, want one line saying %q", err, tc.says)
+			}
+		})
+	}
+	_, _, err := runCLI(t, newGoalCmd(), "goal", "--nats-url", "nats://127.0.0.1:1")
+	if err == nil || !strings.Contains(err.Error(), "say what the goal is") {
+		t.Fatalf("no goal: err = %v", err)
+	}
+}
+
+func TestAgentsCommands(t *testing.T) {
+	w := newCLIWorld(t, testAgents()...)
+	out, _, err := runCLI(t, newAgentsCmd(), "agents", "ls", "--nats-url", w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("agents ls:\n%s", out)
+	inOrder(t, out, "NAME", "TYPE", "ONLINE", "DESCRIPTION\n")
+	for _, name := range []string{"coordinator", "distance-converter", "multiplier"} {
+		if !regexp.MustCompile(`(?m)^` + name + ` +\S+ +yes +\S`).MatchString(out) {
+			t.Errorf("no row for %s online:\n%s", name, out)
+		}
+	}
+	out, _, err = runCLI(t, newAgentsCmd(), "agents", "ls", "--json", "--nats-url", w.url)
+	var list protocol.ListReply
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || list.Total != 3 || len(list.Agents) != 3 {
+		t.Fatalf("ls --json: %v %+v\n%s", err, list, out)
+	}
+
+	out, _, err = runCLI(t, newAgentsCmd(), "agents", "search", "multiply two numbers", "--limit", "2", "--nats-url", w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("agents search:\n%s", out)
+	rows := strings.Split(strings.TrimSpace(out), "\n")
+	if len(rows) < 2 || !strings.HasPrefix(rows[0], "SCORE") || !regexp.MustCompile(`^[01]\.\d{3} +multiplier +tool +yes +Multiplies`).MatchString(rows[1]) {
+		t.Fatalf("search table:\n%s", out)
+	}
+	out, _, err = runCLI(t, newAgentsCmd(), "agents", "search", "kilometres to miles", "--json", "--nats-url", w.url)
+	var sr protocol.SearchReply
+	if err != nil || json.Unmarshal([]byte(out), &sr) != nil || len(sr.Results) == 0 || sr.Results[0].Name != "distance-converter" {
+		t.Fatalf("search --json: %v %+v", err, sr)
+	}
+
+	out, _, err = runCLI(t, newAgentsCmd(), "agents", "get", "multiplier", "--nats-url", w.url)
+	if err != nil || !strings.Contains(out, "multiplication, arithmetic") || !strings.Contains(out, "Multiplies numbers") {
+		t.Fatalf("get: %v\n%s", err, out)
+	}
+	_, _, err = runCLI(t, newAgentsCmd(), "agents", "get", "ghost", "--nats-url", w.url)
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "ghost") {
+		t.Fatalf("get ghost: %v", err)
+	}
+	_, _, err = runCLI(t, newAgentsCmd(), "agents", "search", "x", "--limit", "0", "--nats-url", w.url)
+	if err == nil || !strings.Contains(err.Error(), "--limit") {
+		t.Fatalf("search --limit 0: %v", err)
+	}
+}
+
+func TestWatchAndGoalsCommands(t *testing.T) {
+	w := newCLIWorld(t, testAgents()...)
+	id := w.submit(t, protocol.GoalRequest{Goal: testGoal, Team: []string{"multiplier"}})
+
+	out, _, err := runCLI(t, newWatchCmd(), "watch", id, "--nats-url", w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inOrder(t, out, "● goal "+id, "● team: coordinator, multiplier", "✔ concluded")
+
+	var st protocol.GoalStatus
+	if err := bus.Request(t.Context(), w.b.Conn(), w.b.Subjects().Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: id}, &st); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runCLI(t, newWatchCmd(), "watch", st.CommID, "--nats-url", w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("watch chat:\n%s", out)
+	inOrder(t, out, "#1 system", "⇢ task", "✓", "conclusion", "● chat "+st.CommID+" ended")
+
+	_, _, err = runCLI(t, newWatchCmd(), "watch", "nothing_here", "--nats-url", w.url)
+	if err == nil || err.Error() != "no goal or chat with id nothing_here" {
+		t.Fatalf("watch unknown: %v", err)
+	}
+
+	out, _, err = runCLI(t, newGoalsCmd(), "goals", "ls", "--nats-url", w.url)
+	if err != nil || !regexp.MustCompile(`(?m)^`+id+` +concluded +\d+s +coordinator,multiplier +Multiply`).MatchString(out) {
+		t.Fatalf("goals ls: %v\n%s", err, out)
+	}
+	out, _, err = runCLI(t, newGoalsCmd(), "goals", "ls", "--status", "running", "--json", "--nats-url", w.url)
+	var list protocol.GoalListReply
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list.Goals) != 0 {
+		t.Fatalf("goals ls running: %v\n%s", err, out)
+	}
+	_, _, err = runCLI(t, newGoalsCmd(), "goals", "ls", "--status", "done", "--nats-url", w.url)
+	if err == nil || !strings.Contains(err.Error(), "running, ended or all") {
+		t.Fatalf("bad status: %v", err)
+	}
+	out, _, err = runCLI(t, newGoalsCmd(), "goals", "get", id, "--nats-url", w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inOrder(t, out, id, "concluded", "coordinator, multiplier", st.CommID, testGoal, "conclusion:", "84")
+	_, _, err = runCLI(t, newGoalsCmd(), "goals", "get", "g_nothing", "--nats-url", w.url)
+	if err == nil || !strings.Contains(err.Error(), "g_nothing") {
+		t.Fatalf("get unknown: %v", err)
+	}
+	_, _, err = runCLI(t, newGoalsCmd(), "goals", "cancel", "g_nothing", "--nats-url", w.url)
+	if err == nil || err.Error() != "no goal g_nothing" {
+		t.Fatalf("cancel unknown: %v", err)
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	for _, cmd := range []*cobra.Command{newGoalCmd(), newWatchCmd(), newAgentsCmd(), newGoalsCmd()} {
+		all := append([]*cobra.Command{cmd}, cmd.Commands()...)
+		for _, c := range all {
+			if c.Example == "" {
+				t.Errorf("%s has no examples", c.CommandPath())
+			}
+			if c.Runnable() && c.Flags().Lookup("nats-url") == nil {
+				t.Errorf("%s has no --nats-url", c.CommandPath())
+			}
+		}
+	}
+}
