@@ -1,0 +1,128 @@
+package configs_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ioa-nats/ioa/configs"
+	"github.com/spf13/pflag"
+)
+
+func flags(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	configs.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+func clearEnv(t *testing.T) {
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "IOA_") || k == "NATS_URL" {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := configs.Defaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Bus.Listen != "127.0.0.1:4222" || c.Bus.Prefix != "ioa" || c.Bus.DataDir != "data" || c.Limits.MaxTurns != 24 ||
+		c.Limits.SpeakerTimeout != 30*time.Second || c.Registry.Embedder.Kind != "local" || c.CoordinatorPolicy() != "rules" {
+		t.Fatalf("defaults = %+v", c)
+	}
+}
+
+func TestPrecedenceFileEnvFlags(t *testing.T) {
+	clearEnv(t)
+	file := filepath.Join(t.TempDir(), "ioa.yaml")
+	os.WriteFile(file, []byte("bus:\n  data_dir: from-file\n  listen: 127.0.0.1:5000\nlimits:\n  max_turns: 9\n"), 0o644)
+	t.Setenv("IOA_CONFIG", file)
+	c, err := configs.Load(flags(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Bus.DataDir != "from-file" || c.Limits.MaxTurns != 9 || c.File != file {
+		t.Fatalf("file not read: %+v", c.Bus)
+	}
+	t.Setenv("IOA_DATA_DIR", "from-env")
+	t.Setenv("IOA_LIMITS_MAX_TURNS", "11")
+	t.Setenv("NATS_URL", "nats://nats-cli:4222")
+	c, err = configs.Load(flags(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Bus.DataDir != "from-env" || c.Limits.MaxTurns != 11 || c.Bus.NATSURL != "nats://nats-cli:4222" {
+		t.Fatalf("env not applied: %+v %d", c.Bus, c.Limits.MaxTurns)
+	}
+	t.Setenv("IOA_NATS_URL", "nats://ioa:4222") // beats NATS_URL
+	c, err = configs.Load(flags(t, "--data-dir", "from-flag", "--listen", "none"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Bus.DataDir != "from-flag" || c.Bus.Listen != "none" || c.Bus.NATSURL != "nats://ioa:4222" {
+		t.Fatalf("flags not applied: %+v", c.Bus)
+	}
+	c, err = configs.Load(flags(t, "--nats-url", "nats://flag:4222"))
+	if err != nil || c.Bus.NATSURL != "nats://flag:4222" {
+		t.Fatalf("--nats-url: %+v %v", c.Bus, err)
+	}
+}
+
+func TestValidationMessages(t *testing.T) {
+	clearEnv(t)
+	file := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(file, []byte(`
+bus: {listen: "nowhere", replicas: 7}
+limits: {max_turns: 0, speaker_timeout: -1s}
+registry: {embedder: {kind: magic}}
+agents:
+  - {name: "Bad Name", description: "", worker: {kind: exec}}
+  - {name: ok, description: fine, worker: {kind: builtin, builtin: calculator}, policy: llm}
+`), 0o644)
+	_, err := configs.Load(flags(t, "--config", file))
+	if err == nil {
+		t.Fatal("bad config accepted")
+	}
+	for _, want := range []string{
+		"bus.listen", "bus.replicas", "limits.max_turns", "limits.speaker_timeout", "registry.embedder.kind",
+		`agents[Bad Name].name`, `agents[Bad Name].description`, `agents[Bad Name].worker.command`, "agents[ok].policy", file,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+	if _, err := configs.Load(flags(t, "--config", filepath.Join(t.TempDir(), "missing.yaml"))); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("missing file: %v", err)
+	}
+	os.WriteFile(file, []byte("bus: [unclosed"), 0o644)
+	if _, err := configs.Load(flags(t, "--config", file)); err == nil {
+		t.Error("malformed YAML accepted")
+	}
+}
+
+func TestShippedConfigsAreValid(t *testing.T) {
+	clearEnv(t)
+	for _, f := range []string{"ioa.yaml", "demo.yaml"} {
+		c, err := configs.Load(flags(t, "--config", f))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if f == "demo.yaml" && len(c.Agents) != 6 {
+			t.Fatalf("demo agents = %d", len(c.Agents))
+		}
+	}
+	c, err := configs.LoadOver(flags(t), configs.DemoYAML)
+	if err != nil || len(c.Agents) != 6 || c.Limits.GoalTimeout != time.Minute {
+		t.Fatalf("LoadOver demo: %v", err)
+	}
+}
