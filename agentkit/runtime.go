@@ -85,7 +85,7 @@ func NewRuntime(nc *nats.Conn, subjects bus.Subjects, agents []Agent, opts ...Op
 			Agent:    a,
 			log:      o.log.With("agent", a.Card.Name),
 			sem:      make(chan struct{}, n),
-			launches: make(chan struct{}, 16),
+			launches: make(chan struct{}, 256),
 			searcher: &natsSearcher{rt: r},
 		})
 	}

@@ -16,13 +16,14 @@ import (
 // bookkeeping that is not part of the protocol's pure state. Everything in
 // it can be rebuilt from the chat's log and its goal record.
 type chatRecord struct {
-	Chat      protocol.Chat        `json:"chat"`
-	StreamSeq uint64               `json:"stream_seq"` // stream sequence of the last logged message
-	Seen      map[string]sentReply `json:"seen"`       // "sender/id" -> the reply it got
-	TurnSince time.Time            `json:"turn_since"` // when the current speaker got the turn
-	TaskSince map[string]time.Time `json:"task_since"` // when each running task was assigned
-	Usage     protocol.Usage       `json:"usage"`
-	Deadline  time.Time            `json:"deadline"`
+	Chat           protocol.Chat        `json:"chat"`
+	StreamSeq      uint64               `json:"stream_seq"`       // stream sequence of the last logged message
+	FirstStreamSeq uint64               `json:"first_stream_seq"` // of the start message: where reading the log begins
+	Seen           map[string]sentReply `json:"seen"`             // "sender/id" -> the reply it got
+	TurnSince      time.Time            `json:"turn_since"`       // when the current speaker got the turn
+	TaskSince      map[string]time.Time `json:"task_since"`       // when each running task was assigned
+	Usage          protocol.Usage       `json:"usage"`
+	Deadline       time.Time            `json:"deadline"`
 
 	rev      uint64 // KV revision this copy was read at or written as
 	checking bool   // a deadline check is queued on the shard
@@ -146,7 +147,9 @@ func (s *Service) save(ctx context.Context, comm string, rec *chatRecord) error 
 }
 
 // readChat returns the logged messages of a chat with seq > after (at most
-// limit when limit > 0) and the stream sequence of its last message.
+// limit when limit > 0) and the stream sequence of its last message. It
+// walks the chat's subject with direct gets (next message by subject), which
+// costs one request per message and creates no consumer.
 func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit int) ([]protocol.AgentMessage, uint64, error) {
 	subject, err := s.subj.Chat(comm)
 	if err != nil {
@@ -159,49 +162,27 @@ func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit
 	if err != nil {
 		return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
 	}
-	cons, err := s.chats.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
-	if err != nil {
-		return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
-	}
 	var out []protocol.AgentMessage
-	empty := 0
-	for {
-		// The log's end is known (last), so take what is there without
-		// waiting for a full batch.
-		batch, err := cons.FetchNoWait(256)
-		if err != nil {
-			return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
-		}
-		n := 0
-		done := false
-		for m := range batch.Messages() {
-			n++
-			meta, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			var am protocol.AgentMessage
-			if err := json.Unmarshal(m.Data(), &am); err != nil {
-				return nil, 0, fmt.Errorf("chat %s: bad log entry at %d: %w", comm, meta.Sequence.Stream, err)
-			}
-			if am.Seq > after && (limit <= 0 || len(out) < limit) {
-				out = append(out, am)
-			}
-			if meta.Sequence.Stream >= last.Sequence || (limit > 0 && len(out) >= limit) {
-				done = true
-			}
-		}
-		if batch.Error() != nil && !errors.Is(batch.Error(), jetstream.ErrNoHeartbeat) && n == 0 {
-			return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, batch.Error())
-		}
-		if done {
-			return out, last.Sequence, nil
-		}
-		if n == 0 {
-			if empty++; empty > 100 {
-				return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: log ended before seq %d", comm, last.Sequence)
-			}
-			time.Sleep(time.Millisecond)
-		}
+	seq := uint64(1)
+	if rec := s.activeChat(comm); rec != nil && rec.FirstStreamSeq > 0 {
+		seq = rec.FirstStreamSeq
 	}
+	for seq <= last.Sequence {
+		raw, err := s.chats.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if err != nil {
+			return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s at %d: %v", comm, seq, err)
+		}
+		var am protocol.AgentMessage
+		if err := json.Unmarshal(raw.Data, &am); err != nil {
+			return nil, 0, fmt.Errorf("chat %s: bad log entry at %d: %w", comm, raw.Sequence, err)
+		}
+		if am.Seq > after {
+			out = append(out, am)
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+		}
+		seq = raw.Sequence + 1
+	}
+	return out, last.Sequence, nil
 }

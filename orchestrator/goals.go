@@ -54,11 +54,23 @@ func (s *Service) parseGoalRequest(data []byte) (protocol.GoalRequest, error) {
 	return req, req.Validate()
 }
 
+// handleSubmit takes a goal beside the endpoint: recording it waits on KV,
+// and submissions must not queue behind each other.
 func (s *Service) handleSubmit(ctx context.Context, r micro.Request) {
-	defer s.recoverTo(r)
-	req, err := s.parseGoalRequest(r.Data())
+	data, replyTo := r.Data(), r.Reply()
+	s.wg.Go(func() { s.submit(ctx, data, replyTo) })
+}
+
+func (s *Service) submit(ctx context.Context, data []byte, replyTo string) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("submit panic", "panic", p)
+			_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrInternal, "internal error: %v", p))
+		}
+	}()
+	req, err := s.parseGoalRequest(data)
 	if err != nil {
-		_ = bus.RespondError(r, err)
+		_ = bus.RespondErrorLater(s.nc, replyTo, err)
 		return
 	}
 	// A waiting submitter is answered from the goal's result subject, so
@@ -68,7 +80,7 @@ func (s *Service) handleSubmit(ctx context.Context, r micro.Request) {
 		sub     *nats.Subscription
 	)
 	st, err := s.createGoal(ctx, req, func(id string) error {
-		if !req.Wait || r.Reply() == "" {
+		if !req.Wait || replyTo == "" {
 			return nil
 		}
 		subject, err := s.subj.GoalResult(id)
@@ -83,24 +95,21 @@ func (s *Service) handleSubmit(ctx context.Context, r micro.Request) {
 		if sub != nil {
 			_ = sub.Unsubscribe()
 		}
-		_ = bus.RespondError(r, err)
+		_ = bus.RespondErrorLater(s.nc, replyTo, err)
 		return
 	}
 	if sub == nil {
-		_ = r.Respond(bus.Encode(protocol.SubmitReply{GoalID: st.GoalID, Status: protocol.GoalAccepted}))
+		_ = bus.RespondLater(s.nc, replyTo, protocol.SubmitReply{GoalID: st.GoalID, Status: protocol.GoalAccepted})
 		return
 	}
-	// The reply is sent when the goal ends; the endpoint goes on serving.
-	replyTo := r.Reply()
-	s.wg.Go(func() {
-		defer sub.Unsubscribe()
-		select {
-		case m := <-results:
-			_ = bus.RespondLater(s.nc, replyTo, m.Data)
-		case <-ctx.Done():
-			_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrUnavailable, "orchestrator shutting down; goal %s goes on: ask goal.get later", st.GoalID))
-		}
-	})
+	// The reply is sent when the goal ends.
+	defer sub.Unsubscribe()
+	select {
+	case m := <-results:
+		_ = bus.RespondLater(s.nc, replyTo, m.Data)
+	case <-ctx.Done():
+		_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrUnavailable, "orchestrator shutting down; goal %s goes on: ask goal.get later", st.GoalID))
+	}
 }
 
 // createGoal validates budgets, records the goal and starts it.
@@ -194,10 +203,24 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.LaunchTimeout)
 	defer cancel()
-	var reply protocol.LaunchReply
-	err = bus.Request(lctx, s.nc, subject, protocol.LaunchRequest{
-		GoalID: st.GoalID, Goal: st.Goal, Team: st.Team, MaxTurns: st.MaxTurns, Depth: st.MaxDepth,
-	}, &reply)
+	req := protocol.LaunchRequest{GoalID: st.GoalID, Goal: st.Goal, Team: st.Team, MaxTurns: st.MaxTurns, Depth: st.MaxDepth}
+	// A busy launcher (429) or one not up yet (503, e.g. just after a
+	// restart) is asked again until the launch timeout.
+	backoff, start := 20*time.Millisecond, time.Now()
+	for {
+		var reply protocol.LaunchReply
+		err = bus.Request(lctx, s.nc, subject, req, &reply)
+		retry := errors.Is(err, protocol.ErrRateLimited) ||
+			(errors.Is(err, protocol.ErrUnavailable) && time.Since(start) < launcherGrace)
+		if err == nil || !retry || lctx.Err() != nil {
+			break
+		}
+		select {
+		case <-lctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 	if err != nil {
 		reason := fmt.Sprintf("launcher %s could not form a team: %v", st.Launcher, err)
 		if errors.Is(err, protocol.ErrUnavailable) {
@@ -208,6 +231,11 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 }
 
 var errSkip = errors.New("skip")
+
+// launcherGrace is how long a launcher that no one answers for is waited
+// for: long enough for an agent process to reconnect, short enough that a
+// misspelt launcher fails fast.
+const launcherGrace = 3 * time.Second
 
 func (s *Service) getGoal(ctx context.Context, id string) (protocol.GoalStatus, uint64, error) {
 	var st protocol.GoalStatus

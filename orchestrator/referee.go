@@ -46,12 +46,12 @@ func (s *Service) handleOutbox(ctx context.Context, r micro.Request) {
 				_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrInternal, "internal error: %v", p))
 			}
 		}()
-		reply, err := s.submitMessage(ctx, as.CommID, m)
+		_, err := s.submitMessage(ctx, as.CommID, m, func(reply protocol.SendReply) {
+			_ = bus.RespondLater(s.nc, replyTo, reply)
+		})
 		if err != nil {
 			_ = bus.RespondErrorLater(s.nc, replyTo, err)
-			return
 		}
-		_ = bus.RespondLater(s.nc, replyTo, reply)
 	})
 }
 
@@ -78,13 +78,15 @@ func checkAgentMessage(m *protocol.AgentMessage) error {
 
 // submitMessage runs on the chat's shard: dedupe, stamp, check with Apply,
 // append, fan out.
-func (s *Service) submitMessage(ctx context.Context, comm string, m protocol.AgentMessage) (protocol.SendReply, error) {
+func (s *Service) submitMessage(ctx context.Context, comm string, m protocol.AgentMessage, reply func(protocol.SendReply)) (protocol.SendReply, error) {
 	rec, err := s.chatFor(ctx, comm)
 	if err != nil {
 		return protocol.SendReply{}, err
 	}
 	if prev, ok := rec.Seen[seenKey(m.Sender, m.ID)]; ok {
-		return protocol.SendReply{Seq: prev.Seq, State: prev.State}, nil
+		r := protocol.SendReply{Seq: prev.Seq, State: prev.State}
+		reply(r)
+		return r, nil
 	}
 	if !rec.Chat.Ended() && !rec.Chat.IsMember(m.Sender) {
 		return protocol.SendReply{}, protocol.Errorf(protocol.ErrNotMember, "%s is not a member of chat %s", m.Sender, comm)
@@ -92,12 +94,13 @@ func (s *Service) submitMessage(ctx context.Context, comm string, m protocol.Age
 	if int(rec.Chat.LastSeq) >= s.cfg.MaxChatMessages {
 		return protocol.SendReply{}, protocol.Errorf(protocol.ErrQuotaExceeded, "chat %s reached its limit of %d messages", comm, s.cfg.MaxChatMessages)
 	}
-	return s.appendMsg(ctx, comm, rec, m)
+	return s.appendMsg(ctx, comm, rec, m, reply)
 }
 
-// appendMsg stamps, applies and logs m, then runs its effects. It runs on
-// the chat's shard.
-func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m protocol.AgentMessage) (protocol.SendReply, error) {
+// appendMsg stamps, applies and logs m, delivers it, answers the sender
+// (reply, if not nil) and then does the bookkeeping that is off the
+// sender's path: the KV record and the effects. It runs on the chat's shard.
+func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m protocol.AgentMessage, reply func(protocol.SendReply)) (protocol.SendReply, error) {
 	now := time.Now().UTC()
 	m.V, m.CommID, m.GoalID = protocol.Version, comm, rec.Chat.GoalID
 	m.Seq, m.TS = rec.Chat.LastSeq+1, now
@@ -134,15 +137,22 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 	}
 	prev := rec.Chat
 	rec.Chat, rec.StreamSeq = next, ack.Sequence
+	if rec.FirstStreamSeq == 0 {
+		rec.FirstStreamSeq = ack.Sequence
+	}
 	rec.note(prev, m, now)
+	s.fanOut(rec, m)
+	r := protocol.SendReply{Seq: m.Seq, State: m.State}
+	if reply != nil {
+		reply(r)
+	}
 	if err := s.save(ctx, comm, rec); err != nil {
 		// The log holds the message; the record is rebuilt from it later.
 		s.log.Warn("save chat record", "comm", comm, "err", err)
 		s.setActive(comm, nil)
 	}
-	s.fanOut(rec, m)
 	s.effects(ctx, comm, rec, prev, m)
-	return protocol.SendReply{Seq: m.Seq, State: m.State}, nil
+	return r, nil
 }
 
 // assignTaskIDs gives an id to every task that came without one.
@@ -218,7 +228,7 @@ func (s *Service) effects(ctx context.Context, comm string, rec *chatRecord, pre
 			Type: protocol.MsgSystem, Sender: protocol.SystemSender, Event: protocol.EventTurnLimit,
 			ID: fmt.Sprintf("sys-%d", c.LastSeq+1), NextSpeaker: []string{c.Launcher},
 			Content: fmt.Sprintf("Turn limit of %d reached: %s, conclude now with what is known.", c.MaxTurns, c.Launcher),
-		})
+		}, nil)
 		if err != nil {
 			s.log.Warn("turn limit message", "comm", comm, "err", err)
 		}
@@ -238,7 +248,7 @@ func (s *Service) system(ctx context.Context, comm string, m protocol.AgentMessa
 	if m.ID == "" {
 		m.ID = fmt.Sprintf("sys-%d", rec.Chat.LastSeq+1)
 	}
-	_, err = s.appendMsg(ctx, comm, rec, m)
+	_, err = s.appendMsg(ctx, comm, rec, m, nil)
 	return err
 }
 
@@ -289,21 +299,33 @@ func summarize(c protocol.Chat, reason string) string {
 	return b.String()
 }
 
-// handleHistory answers a member's catch-up request.
+// handleHistory answers a member's catch-up request. Reading a log takes a
+// request per message, so it runs beside the endpoint, not in it.
 func (s *Service) handleHistory(ctx context.Context, r micro.Request) {
-	defer s.recoverTo(r)
-	as, err := s.subj.ParseAgent(r.Subject())
+	subject, data, replyTo := r.Subject(), r.Data(), r.Reply()
+	s.wg.Go(func() { s.history(ctx, subject, data, replyTo) })
+}
+
+func (s *Service) history(ctx context.Context, subject string, data []byte, replyTo string) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("history panic", "subject", subject, "panic", p)
+			_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrInternal, "internal error: %v", p))
+		}
+	}()
+	fail := func(err error) { _ = bus.RespondErrorLater(s.nc, replyTo, err) }
+	as, err := s.subj.ParseAgent(subject)
 	if err != nil || as.Kind != bus.AgentHistory || as.CommID == "" {
-		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrInvalid, "bad history subject %q", r.Subject()))
+		fail(protocol.Errorf(protocol.ErrInvalid, "bad history subject %q", subject))
 		return
 	}
 	var req protocol.HistoryRequest
-	if err := s.codec.DecodeOptional(r.Data(), &req); err != nil {
-		_ = bus.RespondError(r, err)
+	if err := s.codec.DecodeOptional(data, &req); err != nil {
+		fail(err)
 		return
 	}
 	if req.Limit < 0 || req.Limit > 1000 {
-		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrInvalid, "limit %d is not between 1 and 1000", req.Limit))
+		fail(protocol.Errorf(protocol.ErrInvalid, "limit %d is not between 1 and 1000", req.Limit))
 		return
 	}
 	if req.Limit == 0 {
@@ -311,15 +333,15 @@ func (s *Service) handleHistory(ctx context.Context, r micro.Request) {
 	}
 	msgs, _, err := s.readChat(ctx, as.CommID, 0, 0)
 	if err != nil {
-		_ = bus.RespondError(r, err)
+		fail(err)
 		return
 	}
 	if len(msgs) == 0 {
-		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrNotFound, "no chat %s", as.CommID))
+		fail(protocol.Errorf(protocol.ErrNotFound, "no chat %s", as.CommID))
 		return
 	}
 	if start := msgs[0]; !memberOf(start, as.Name) {
-		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrNotMember, "%s is not a member of chat %s", as.Name, as.CommID))
+		fail(protocol.Errorf(protocol.ErrNotMember, "%s is not a member of chat %s", as.Name, as.CommID))
 		return
 	}
 	out := protocol.HistoryReply{Messages: []protocol.AgentMessage{}, LastSeq: msgs[len(msgs)-1].Seq}
@@ -328,7 +350,7 @@ func (s *Service) handleHistory(ctx context.Context, r micro.Request) {
 			out.Messages = append(out.Messages, m)
 		}
 	}
-	_ = r.Respond(bus.Encode(out))
+	_ = bus.RespondLater(s.nc, replyTo, out)
 }
 
 func memberOf(start protocol.AgentMessage, name string) bool {

@@ -197,7 +197,7 @@ func (s *Service) serve(ctx context.Context) error {
 		add(goals, bus.GoalGet, bus.Handle(ctx, s.codec, s.handleGet, opts...)),
 		add(goals, bus.GoalList, bus.Handle(ctx, s.codec, s.handleList, append(opts, bus.EmptyMeansObject())...)),
 		add(goals, bus.GoalCancel, bus.Handle(ctx, s.codec, s.handleCancel, opts...)),
-		add(svc, "teamup", bus.Handle(ctx, s.codec, s.handleTeamup, opts...), micro.WithEndpointSubject(s.subj.Teamup())),
+		add(svc, "teamup", micro.HandlerFunc(func(r micro.Request) { s.asyncTeamup(ctx, r) }), micro.WithEndpointSubject(s.subj.Teamup())),
 		add(svc, "outbox", micro.HandlerFunc(func(r micro.Request) { s.handleOutbox(ctx, r) }), micro.WithEndpointSubject(s.subj.AllOutboxes())),
 		add(svc, "history", micro.HandlerFunc(func(r micro.Request) { s.handleHistory(ctx, r) }), micro.WithEndpointSubject(s.subj.AllHistory())),
 	}

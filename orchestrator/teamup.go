@@ -76,7 +76,7 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 			Seen: map[string]sentReply{}, TaskSince: map[string]time.Time{},
 			Deadline: st.Deadline, Chat: protocol.Chat{GoalID: st.GoalID},
 		}
-		_, err := s.appendMsg(ctx, comm, rec, start)
+		_, err := s.appendMsg(ctx, comm, rec, start, nil)
 		if err == nil {
 			s.setActive(comm, rec)
 		}
@@ -164,4 +164,30 @@ func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatu
 		return errs[i]
 	}
 	return nil
+}
+
+// asyncTeamup runs a team-up beside the endpoint: it waits on the registry,
+// the invitations and the log, and team-ups of different goals must not
+// queue behind each other.
+func (s *Service) asyncTeamup(ctx context.Context, r micro.Request) {
+	data, replyTo := r.Data(), r.Reply()
+	s.wg.Go(func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("teamup panic", "panic", p)
+				_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrInternal, "internal error: %v", p))
+			}
+		}()
+		var req protocol.TeamupRequest
+		if err := s.codec.Decode(data, &req); err != nil {
+			_ = bus.RespondErrorLater(s.nc, replyTo, err)
+			return
+		}
+		reply, err := s.handleTeamup(ctx, nil, &req)
+		if err != nil {
+			_ = bus.RespondErrorLater(s.nc, replyTo, err)
+			return
+		}
+		_ = bus.RespondLater(s.nc, replyTo, reply)
+	})
 }

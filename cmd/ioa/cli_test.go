@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -240,6 +241,7 @@ func TestGoalCommand(t *testing.T) {
 	team := "--team=multiplier,distance-converter"
 
 	t.Run("json", func(t *testing.T) {
+		t.Parallel()
 		out, _, err := runCLI(t, newGoalCmd(), "goal", testGoal, team, "--json", "--nats-url", w.url)
 		if err != nil {
 			t.Fatal(err)
@@ -255,6 +257,7 @@ func TestGoalCommand(t *testing.T) {
 		}
 	})
 	t.Run("live", func(t *testing.T) {
+		t.Parallel()
 		out, _, err := runCLI(t, newGoalCmd(), "goal", testGoal, team, "--nats-url", w.url)
 		if err != nil {
 			t.Fatal(err)
@@ -262,6 +265,7 @@ func TestGoalCommand(t *testing.T) {
 		inOrder(t, out, "● team:", "#1 system", "⇢ task", "✔ concluded", "Multiply 12 x 7: 84")
 	})
 	t.Run("quiet", func(t *testing.T) {
+		t.Parallel()
 		out, _, err := runCLI(t, newGoalCmd(), "goal", testGoal, team, "-q", "--nats-url", w.url)
 		if err != nil {
 			t.Fatal(err)
@@ -271,6 +275,7 @@ func TestGoalCommand(t *testing.T) {
 		}
 	})
 	t.Run("detach", func(t *testing.T) {
+		t.Parallel()
 		out, _, err := runCLI(t, newGoalCmd(), "goal", testGoal, team, "--detach", "--nats-url", w.url)
 		if err != nil {
 			t.Fatal(err)
@@ -280,6 +285,7 @@ func TestGoalCommand(t *testing.T) {
 		}
 	})
 	t.Run("file", func(t *testing.T) {
+		t.Parallel()
 		f := filepath.Join(t.TempDir(), "goal.json")
 		body := `{"goal": "Multiply 6 x 7.", "team": ["multiplier"], "max_turns": 8}`
 		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
@@ -306,6 +312,7 @@ func TestGoalCommand(t *testing.T) {
 	}
 	for _, tc := range exits {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			args := append([]string{"goal", testGoal, "--nats-url", w.url}, tc.args...)
 			out, _, err := runCLI(t, newGoalCmd(), args...)
 			var ec exitCode
@@ -318,7 +325,8 @@ func TestGoalCommand(t *testing.T) {
 		})
 	}
 	t.Run("json failed", func(t *testing.T) {
-		out, _, err := runCLI(t, newGoalCmd(), "goal", testGoal, "--launcher", "nobody", "--json", "--nats-url", w.url)
+		t.Parallel()
+		out, _, err := runCLI(t, newGoalCmd(), "goal", testGoal, "--team", "ghost", "--json", "--nats-url", w.url)
 		var ec exitCode
 		if !errors.As(err, &ec) || ec.code != exitFailed {
 			t.Fatalf("err = %v, want exit %d", err, exitFailed)
@@ -370,7 +378,7 @@ func TestGoalCommandWithoutServer(t *testing.T) {
 func TestGoalFileErrors(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct{ name, body, says string }{
-		{"syntax", "{\n  \"goal\": \"x\",,\n}", "invalid JSON at line 2, column 14"},
+		{"syntax", "{\n  \"goal\": \"x\",,\n}", "invalid JSON at line 2, column 15"},
 		{"type", `{"goal": "x", "team": "multiplier"}`, `"team" must be an array, not string`},
 		{"no goal", `{"team": ["multiplier"]}`, `"goal" is required`},
 		{"bad name", `{"goal": "x", "team": ["Not A Name"]}`, "Not A Name"},
@@ -508,5 +516,135 @@ func TestHelpHasExamples(t *testing.T) {
 				t.Errorf("%s has no --nats-url", c.CommandPath())
 			}
 		}
+	}
+}
+
+// delegating always wants a sub-team for its tasks, so goals nest as deep
+// as the budget allows.
+type delegating struct{ *rules.Policy }
+
+func (delegating) NeedsTeam(_ context.Context, q agentkit.TeamCheck) (string, error) {
+	return q.Task.TaskDesc, nil
+}
+
+func TestFollowGoalIndentsSubTeams(t *testing.T) {
+	w := newCLIWorld(t,
+		orchestrator.Coordinator("coordinator", rules.New(rules.Config{})),
+		agentkit.Agent{
+			Card: protocol.AgentCard{Name: "planner", Description: "Plans trips and their budgets.",
+				Capabilities: []string{"trip budget"}, NestedTeams: true},
+			Worker: agentkit.WorkerFunc(func(context.Context, agentkit.Task) (agentkit.Result, error) {
+				return agentkit.Result{Conclusion: "budget: 1200 EUR"}, nil
+			}),
+			Policy: delegating{rules.New(rules.Config{})},
+		},
+	)
+	max1 := 1
+	id := w.submit(t, protocol.GoalRequest{Goal: "Plan the trip budget.", Team: []string{"planner"}, MaxDepth: &max1})
+	var out bytes.Buffer
+	res, err := followGoal(t.Context(), w.b.Conn(), w.b.Subjects(), id, &out, renderOptions{Width: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("nested:\n%s", out.String())
+	if res.Status != protocol.GoalConcluded {
+		t.Fatalf("result = %+v", res)
+	}
+	// The sub-goal's team and conclusion are indented under the task.
+	inOrder(t, out.String(),
+		"\n      ⇢ task t1 → planner",
+		"\n  ↳ t1 (planner) teams up: sub-goal ",
+		"\n    ● team: coordinator, planner",
+		"\n          ⇢ task",
+		"\n      ✓ ",
+		"\n    ✔ sub-goal ", " concluded · 4 turns · ",
+		"\n  ✓ t1 planner",
+		"\n✔ concluded",
+	)
+}
+
+func TestWatchAllFollowsEveryChat(t *testing.T) {
+	w := newCLIWorld(t, testAgents()...)
+	ctx, cancel := context.WithCancel(t.Context())
+	var out lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		c := &clientConn{nc: w.b.Conn(), subj: w.b.Subjects(), url: w.url}
+		done <- watchAll(ctx, c, &out, renderOptions{Width: 120})
+	}()
+	// watchAll is ready once a message on a chat subject shows.
+	probe := bus.Encode(protocol.AgentMessage{CommID: "cprobe", Sender: "probe", Type: protocol.MsgDiscussion})
+	for !strings.Contains(out.String(), "[cprobe]") {
+		if err := w.b.Conn().Publish(w.b.Subjects().Prefix()+".chat.cprobe", probe); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	id := w.submit(t, protocol.GoalRequest{Goal: testGoal, Team: []string{"multiplier", "distance-converter"}})
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "goal "+id+" concluded") {
+		select {
+		case err := <-done:
+			t.Fatalf("watchAll returned early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no end of goal %s in:\n%s", id, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("watch all:\n%s", out.String())
+	inOrder(t, out.String(), "] ", "#1 system", "] ", "✓", "conclusion", "✔ goal "+id+" concluded · ")
+}
+
+// lockedBuffer is a bytes.Buffer that a writer and a reader share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestLiveProgressLineIsRewrittenAndErased(t *testing.T) {
+	var out bytes.Buffer
+	subj, _ := bus.NewSubjects("ioa")
+	r := newGoalRenderer(nil, subj, "g1", &out, renderOptions{Live: true, Width: 80})
+	ev := func(e protocol.GoalEvent) []byte {
+		e.GoalID = "g1"
+		data, _ := json.Marshal(e)
+		return data
+	}
+	r.handle(t.Context(), "ioa.goal.g1.events", ev(protocol.GoalEvent{Kind: protocol.EventTaskAssigned, At: time.Now(),
+		Task: &protocol.Task{TaskID: "t1", Assignee: "multiplier", TaskAbstract: "Multiply"}}))
+	r.drawProgress()
+	r.drawProgress()
+	if n := strings.Count(out.String(), "\r\033[K"); n < 2 || !strings.Contains(out.String(), "1 task running: t1 multiplier") {
+		t.Fatalf("progress output: %q", out.String())
+	}
+	out.Reset()
+	r.handle(t.Context(), "ioa.goal.g1.events", ev(protocol.GoalEvent{Kind: protocol.EventTaskDone, At: time.Now(),
+		Task:    &protocol.Task{TaskID: "t1", Assignee: "multiplier"},
+		Message: &protocol.AgentMessage{Type: protocol.MsgTaskResult, TaskStatus: protocol.TaskCompleted, TaskConclusion: "84"}}))
+	if !strings.HasPrefix(out.String(), "\r\033[K") || !strings.Contains(out.String(), "✓ t1 multiplier") {
+		t.Fatalf("the progress line is not erased before a line: %q", out.String())
+	}
+	out.Reset()
+	r.drawProgress()
+	if out.Len() != 0 {
+		t.Fatalf("progress with nothing running: %q", out.String())
 	}
 }

@@ -173,7 +173,7 @@ func jsonProblem(data []byte, err error) string {
 		return err.Error()
 	}
 	line, col := 1, 1
-	for _, b := range data[:min(int(offset), len(data))] {
+	for _, b := range data[:min(max(int(offset)-1, 0), len(data))] {
 		if b == '\n' {
 			line, col = line+1, 1
 		} else {

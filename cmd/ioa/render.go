@@ -384,7 +384,7 @@ func (r *goalRenderer) subOutcome(g *goalView, res protocol.GoalResult) {
 	if res.Status != protocol.GoalConcluded {
 		mark = r.pal.red("✗")
 	}
-	line := fmt.Sprintf("%s sub-goal %s %s %s", mark, g.id, res.Status, r.pal.dim(summary(res)))
+	line := fmt.Sprintf("%s sub-goal %s %s · %s", mark, g.id, res.Status, r.pal.dim(summary(res)))
 	if res.Reason != "" {
 		line += ": " + res.Reason
 	}

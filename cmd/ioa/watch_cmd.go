@@ -154,7 +154,7 @@ func watchAll(ctx context.Context, c *clientConn, w io.Writer, opt renderOptions
 		}
 		subs = append(subs, s)
 	}
-	if err := c.nc.FlushWithContext(ctx); err != nil {
+	if err := c.nc.FlushTimeout(clientRequestTimeout); err != nil {
 		return err
 	}
 	r := newGoalRenderer(c.nc, c.subj, "", w, opt)

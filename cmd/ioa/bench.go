@@ -1,0 +1,645 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ioa-nats/ioa/agentkit"
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/agentkit/rules"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/orchestrator"
+	"github.com/ioa-nats/ioa/registry"
+	"github.com/ioa-nats/ioa/registry/search"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+)
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure the runtime's performance figures and print them as one table",
+		Long: `bench runs everything in this process (embedded NATS with no listener, the
+registry, the orchestrator, agents with Go func workers and the rules policy)
+and measures, each beside its reference from the same run:
+
+  chat turn round trip   an agent's outbox request until every member's inbox
+                         has the message, against a raw NATS request-reply
+  goals per second       concurrent 4-agent goals (coordinator + 3 workers)
+  coordination overhead  a goal's elapsed time; its func workers take ~0
+  registry search        p50/p99 of the search index at each size
+  memory                 heap per idle agent and per open chat
+
+Figures depend on the machine; quote medians of several runs.`,
+		Example: `  ioa bench
+  ioa bench --goals 2000 --concurrency 50 --search-sizes 10000,100000
+  make bench`,
+		Args: cobra.NoArgs,
+		RunE: runBench,
+	}
+	f := cmd.Flags()
+	f.Int("turns", 2000, "chat turns to time")
+	f.Int("goals", 1000, "goals to run for goals/s and overhead")
+	f.Int("concurrency", 50, "goals in flight at once")
+	f.String("search-sizes", "10000,100000", "registry sizes to time search at (comma-separated)")
+	f.Int("searches", 300, "searches to time at each size")
+	f.Int("idle-agents", 500, "agents started to measure memory per idle agent")
+	f.Int("open-chats", 200, "chats opened to measure memory per open chat")
+	f.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	_ = f.MarkHidden("cpuprofile")
+	return cmd
+}
+
+type benchRow struct{ figure, value, reference, target, verdict string }
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "MISSED"
+}
+
+func runBench(cmd *cobra.Command, _ []string) error {
+	ctx := cmd.Context()
+	f := cmd.Flags()
+	turns, _ := f.GetInt("turns")
+	goals, _ := f.GetInt("goals")
+	conc, _ := f.GetInt("concurrency")
+	sizesFlag, _ := f.GetString("search-sizes")
+	searches, _ := f.GetInt("searches")
+	idle, _ := f.GetInt("idle-agents")
+	chats, _ := f.GetInt("open-chats")
+	progress := cmd.ErrOrStderr()
+	if path, _ := f.GetString("cpuprofile"); path != "" {
+		pf, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	tmp, err := os.MkdirTemp("", "ioa-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	env, err := startBenchEnv(ctx, tmp)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	var rows []benchRow
+
+	fmt.Fprintln(progress, "bench: chat turn round trip ...")
+	raw, err := env.rawRequestReply(ctx, turns)
+	if err != nil {
+		return err
+	}
+	rtt, err := env.turnRoundTrip(ctx, turns)
+	if err != nil {
+		return err
+	}
+	ratio := float64(rtt.p50) / float64(raw.p50)
+	rows = append(rows, benchRow{"chat turn round trip p50 / p99 (4 members)", rtt.String(), "raw NATS req-reply " + raw.String(),
+		"p50 <= 15x raw", fmt.Sprintf("%s (%.1fx)", verdict(ratio <= 15), ratio)})
+
+	fmt.Fprintf(progress, "bench: %d goals, %d at a time ...\n", goals, conc)
+	perSec, overhead, failed, err := env.goalThroughput(ctx, goals, conc)
+	if err != nil {
+		return err
+	}
+	rows = append(rows,
+		benchRow{fmt.Sprintf("goals per second (%d concurrent 4-agent goals)", conc), fmt.Sprintf("%.0f/s", perSec),
+			fmt.Sprintf("%d goals, %d not concluded", goals, failed), ">= 100/s", verdict(perSec >= 100 && failed == 0)},
+		benchRow{"coordination overhead per goal p50 / p99", overhead.String(), "func workers ~0 ms; 6 turns, 3 tasks",
+			"p50 <= 25 ms", verdict(overhead.p50 <= 25*time.Millisecond)})
+
+	fmt.Fprintln(progress, "bench: memory per idle agent and per open chat ...")
+	perAgent, err := env.memoryPerAgent(ctx, idle)
+	if err != nil {
+		return err
+	}
+	perChat, err := env.memoryPerChat(ctx, chats)
+	if err != nil {
+		return err
+	}
+	rows = append(rows,
+		benchRow{"memory per idle agent (runtime + registry card)", kb(perAgent), fmt.Sprintf("%d agents", idle), "-", "-"},
+		benchRow{"memory per open chat (referee + members)", kb(perChat), fmt.Sprintf("%d chats of 2", chats), "-", "-"})
+
+	for _, s := range strings.Split(sizesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--search-sizes: %q is not a positive number", s)
+		}
+		fmt.Fprintf(progress, "bench: registry search with %d agents (building the index) ...\n", n)
+		lat, build, err := searchLatency(ctx, n, searches)
+		if err != nil {
+			return err
+		}
+		target := 10 * time.Millisecond
+		if n > 10000 {
+			target = 100 * time.Millisecond
+		}
+		rows = append(rows, benchRow{fmt.Sprintf("registry search p50 / p99, %d agents", n), lat.String(),
+			fmt.Sprintf("index built in %s", build.Round(time.Millisecond)), "p99 <= " + target.String(), verdict(lat.p99 <= target)})
+	}
+	printBench(cmd.OutOrStdout(), rows)
+	if os.Getenv("IOA_BENCH_STATS") != "" {
+		for _, svc := range []string{"ioa-orchestrator", "ioa-registry"} {
+			m, err := env.b.Conn().Request("$SRV.STATS."+svc, nil, time.Second)
+			if err == nil {
+				fmt.Fprintln(progress, string(m.Data))
+			}
+		}
+	}
+	return nil
+}
+
+func kb(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
+
+func printBench(w io.Writer, rows []benchRow) {
+	fmt.Fprintf(w, "ioa bench, %s, %s/%s, %d CPUs, %s\n\n", time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tvalue\treference (same run)\ttarget\t")
+	fmt.Fprintln(tw, "------\t-----\t--------------------\t------\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.figure, r.value, r.reference, r.target, r.verdict)
+	}
+	tw.Flush()
+}
+
+// latencies summarises durations.
+type latencies struct{ p50, p99 time.Duration }
+
+func summarise(d []time.Duration) latencies {
+	if len(d) == 0 {
+		return latencies{}
+	}
+	slices.Sort(d)
+	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))] }
+	return latencies{at(0.50), at(0.99)}
+}
+
+func (l latencies) String() string { return fmt.Sprintf("%s / %s", fmtDur(l.p50), fmtDur(l.p99)) }
+
+func fmtDur(d time.Duration) string {
+	if d < time.Millisecond {
+		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	}
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
+
+// benchEnv is a whole runtime in this process.
+type benchEnv struct {
+	b    *bus.Bus
+	reg  *registry.Service
+	orch *orchestrator.Service
+	stop context.CancelFunc
+	done chan error
+}
+
+const benchLauncher = "coordinator"
+
+func startBenchEnv(ctx context.Context, dir string) (*benchEnv, error) {
+	b, err := bus.Start(ctx, bus.Config{DataDir: dir, Listen: bus.NoListen})
+	if err != nil {
+		return nil, err
+	}
+	e := &benchEnv{b: b}
+	if e.reg, err = registry.New(b, registry.Config{HeartbeatTTL: 10 * time.Minute}); err == nil {
+		err = e.reg.Start(ctx)
+	}
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	e.orch, err = orchestrator.New(b, orchestrator.Config{
+		MaxTurns: 1 << 30, SpeakerTimeout: 10 * time.Minute, GoalTimeout: 10 * time.Minute,
+		MaxChatMessages: 1 << 30, AgentRate: 1e9, AgentBurst: 1 << 30,
+	})
+	if err == nil {
+		err = e.orch.Start(ctx)
+	}
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	work := func(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
+		return agentkit.Result{Conclusion: "done: " + t.TaskAbstract}, nil
+	}
+	agents := []agentkit.Agent{orchestrator.Coordinator(benchLauncher, rules.New(rules.Config{}))}
+	for _, c := range []struct{ name, desc string }{
+		{"bench-counter", "Counts apples in a basket."},
+		{"bench-painter", "Paints fences in bright colours."},
+		{"bench-writer", "Writes a summary of earlier results."},
+	} {
+		agents = append(agents, agentkit.Agent{
+			Card:   protocol.AgentCard{Name: c.name, Description: c.desc, Type: protocol.TypeTool},
+			Worker: agentkit.WorkerFunc(work), Policy: rules.New(rules.Config{}),
+		})
+	}
+	nc, err := b.NewConn("bench-agents")
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	rt, err := agentkit.NewRuntime(nc, b.Subjects(), agents)
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	e.stop, e.done = cancel, make(chan error, 1)
+	go func() { e.done <- rt.Run(rctx) }()
+	for _, a := range agents {
+		if err := waitOnline(ctx, b, a.Card.Name); err != nil {
+			e.close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func waitOnline(ctx context.Context, b *bus.Bus, name string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var info protocol.AgentInfo
+		err := bus.Request(ctx, b.Conn(), b.Subjects().Registry(bus.RegistryGet), protocol.NameRequest{Name: name}, &info)
+		if err == nil && info.Online {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: agent %s did not come online: %v", name, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (e *benchEnv) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if e.stop != nil {
+		e.stop()
+		<-e.done
+	}
+	if e.orch != nil {
+		_ = e.orch.Shutdown(ctx)
+	}
+	if e.reg != nil {
+		_ = e.reg.Shutdown(ctx)
+	}
+	_ = e.b.Shutdown(ctx)
+}
+
+// rawRequestReply times a plain NATS request-reply between two in-process
+// connections: the floor under any refereed turn.
+func (e *benchEnv) rawRequestReply(ctx context.Context, n int) (latencies, error) {
+	srv, err := e.b.NewConn("bench-echo")
+	if err != nil {
+		return latencies{}, err
+	}
+	defer srv.Close()
+	sub, err := srv.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		return latencies{}, err
+	}
+	defer sub.Unsubscribe()
+	_ = srv.Flush()
+	body := []byte(`{"v":1,"id":"x","type":"discussion","content":"hello","next_speaker":["a"]}`)
+	out := make([]time.Duration, 0, n)
+	for range n {
+		t0 := time.Now()
+		if _, err := e.b.Conn().RequestWithContext(ctx, "bench.echo", body); err != nil {
+			return latencies{}, err
+		}
+		out = append(out, time.Since(t0))
+	}
+	return summarise(out), nil
+}
+
+// wireMember is a protocol-only member that counts what reaches its inbox.
+type wireMember struct {
+	name string
+	nc   *nats.Conn
+	mu   sync.Mutex
+	last map[string]uint64 // comm -> highest seq seen
+	cond *sync.Cond
+}
+
+func (e *benchEnv) newWireMember(ctx context.Context, name string, team []string) (*wireMember, error) {
+	nc, err := e.b.NewConn("bench-" + name)
+	if err != nil {
+		return nil, err
+	}
+	w := &wireMember{name: name, nc: nc, last: map[string]uint64{}}
+	w.cond = sync.NewCond(&w.mu)
+	s := e.b.Subjects()
+	inbox, _ := s.AgentInboxes(name)
+	invite, _ := s.AgentInviteSubject(name)
+	launch, _ := s.AgentLaunchSubject(name)
+	if _, err := nc.Subscribe(inbox, func(m *nats.Msg) {
+		var am struct {
+			CommID string `json:"comm_id"`
+			Seq    uint64 `json:"seq"`
+		}
+		if jsonDecode(m.Data, &am) == nil {
+			w.mu.Lock()
+			w.last[am.CommID] = max(w.last[am.CommID], am.Seq)
+			w.cond.Broadcast()
+			w.mu.Unlock()
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := nc.Subscribe(invite, func(m *nats.Msg) { _ = m.Respond([]byte(`{"accept":true}`)) }); err != nil {
+		return nil, err
+	}
+	if _, err := nc.Subscribe(launch, func(m *nats.Msg) {
+		var req protocol.LaunchRequest
+		if jsonDecode(m.Data, &req) != nil {
+			return
+		}
+		go func() {
+			var r protocol.TeamupReply
+			err := bus.Request(ctx, nc, s.Teamup(), protocol.TeamupRequest{GoalID: req.GoalID, Launcher: name, Members: team}, &r)
+			if err != nil {
+				_ = nc.PublishMsg(bus.ErrorMsg(m.Reply, err))
+				return
+			}
+			_ = m.Respond(bus.Encode(protocol.LaunchReply{CommID: r.CommID}))
+		}()
+	}); err != nil {
+		return nil, err
+	}
+	if err := nc.Flush(); err != nil {
+		return nil, err
+	}
+	card := protocol.AgentCard{Name: name, Description: "bench member " + name}
+	if err := bus.Request(ctx, nc, s.Registry(bus.RegistryRegister), card, nil); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *wireMember) waitSeq(comm string, seq uint64, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.last[comm] < seq {
+		if time.Now().After(deadline) {
+			return false
+		}
+		// Broadcast on every message wakes us; a timer wakes us at the deadline.
+		t := time.AfterFunc(time.Until(deadline), w.cond.Broadcast)
+		w.cond.Wait()
+		t.Stop()
+	}
+	return true
+}
+
+// openWireChat starts a goal led by a wire launcher and returns its chat.
+func (e *benchEnv) openWireChat(ctx context.Context, launcher string, maxTurns int) (string, string, error) {
+	var sub protocol.SubmitReply
+	err := bus.Request(ctx, e.b.Conn(), e.b.Subjects().Goal(bus.GoalSubmit),
+		protocol.GoalRequest{Goal: "bench chat", Launcher: launcher, MaxTurns: maxTurns}, &sub)
+	if err != nil {
+		return "", "", err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var st protocol.GoalStatus
+		if err := bus.Request(ctx, e.b.Conn(), e.b.Subjects().Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: sub.GoalID}, &st); err == nil && st.CommID != "" {
+			return sub.GoalID, st.CommID, nil
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return "", "", fmt.Errorf("bench: chat for goal %s did not start", sub.GoalID)
+}
+
+// turnRoundTrip times refereed turns: the launcher's outbox request until
+// every member's inbox holds the logged message.
+func (e *benchEnv) turnRoundTrip(ctx context.Context, n int) (latencies, error) {
+	members := []string{"rtt-lead", "rtt-1", "rtt-2", "rtt-3"}
+	var ws []*wireMember
+	for _, m := range members {
+		w, err := e.newWireMember(ctx, m, members[1:])
+		if err != nil {
+			return latencies{}, err
+		}
+		defer w.nc.Close()
+		ws = append(ws, w)
+	}
+	goalID, comm, err := e.openWireChat(ctx, "rtt-lead", n+10)
+	if err != nil {
+		return latencies{}, err
+	}
+	defer e.cancelGoal(ctx, goalID)
+	outbox, _ := e.b.Subjects().Outbox("rtt-lead", comm)
+	lead := ws[0]
+	out := make([]time.Duration, 0, n)
+	for i := range n {
+		msg := protocol.AgentMessage{ID: "rtt-" + strconv.Itoa(i), Type: protocol.MsgDiscussion, Content: "turn " + strconv.Itoa(i), NextSpeaker: []string{"rtt-lead"}}
+		t0 := time.Now()
+		var reply protocol.SendReply
+		if err := bus.Request(ctx, lead.nc, outbox, msg, &reply); err != nil {
+			return latencies{}, fmt.Errorf("bench: turn %d: %w", i, err)
+		}
+		for _, w := range ws {
+			if !w.waitSeq(comm, reply.Seq, 10*time.Second) {
+				return latencies{}, fmt.Errorf("bench: %s never received seq %d", w.name, reply.Seq)
+			}
+		}
+		out = append(out, time.Since(t0))
+	}
+	return summarise(out), nil
+}
+
+func (e *benchEnv) cancelGoal(ctx context.Context, id string) {
+	_ = bus.Request(ctx, e.b.Conn(), e.b.Subjects().Goal(bus.GoalCancel), protocol.GoalIDRequest{GoalID: id}, nil)
+}
+
+// goalThroughput runs n goals, conc at a time, each with wait:true.
+func (e *benchEnv) goalThroughput(ctx context.Context, n, conc int) (float64, latencies, int, error) {
+	goal := "Count the apples. Paint the fence. Then write a summary of the results."
+	jobs := make(chan int)
+	var (
+		mu       sync.Mutex
+		elapsed  []time.Duration
+		failed   int
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	for range conc {
+		wg.Go(func() {
+			for range jobs {
+				var res protocol.GoalResult
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+				err := bus.Request(rctx, e.b.Conn(), e.b.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: goal, Wait: true}, &res)
+				cancel()
+				mu.Lock()
+				switch {
+				case err != nil:
+					failed++
+					if firstErr == nil {
+						firstErr = err
+					}
+				case res.Status != protocol.GoalConcluded:
+					failed++
+					if firstErr == nil {
+						firstErr = fmt.Errorf("goal %s %s: %s", res.GoalID, res.Status, res.Reason)
+					}
+				default:
+					elapsed = append(elapsed, res.Elapsed.D())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range n {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	wall := time.Since(start)
+	if firstErr != nil {
+		fmt.Fprintf(os.Stderr, "bench: first failure: %v\n", firstErr)
+	}
+	if len(elapsed) == 0 && firstErr != nil {
+		return 0, latencies{}, failed, firstErr
+	}
+	return float64(n-failed) / wall.Seconds(), summarise(elapsed), failed, nil
+}
+
+func heap() float64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc)
+}
+
+// memoryPerAgent starts n idle agents and divides the heap they add.
+func (e *benchEnv) memoryPerAgent(ctx context.Context, n int) (float64, error) {
+	before := heap()
+	agents := make([]agentkit.Agent, n)
+	for i := range agents {
+		agents[i] = agentkit.Agent{
+			Card:   protocol.AgentCard{Name: fmt.Sprintf("idle-%d", i), Description: "An idle agent that waits for work number " + strconv.Itoa(i)},
+			Worker: agentkit.WorkerFunc(func(context.Context, agentkit.Task) (agentkit.Result, error) { return agentkit.Result{}, nil }),
+			Policy: rules.New(rules.Config{}),
+		}
+	}
+	nc, err := e.b.NewConn("bench-idle")
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	rt, err := agentkit.NewRuntime(nc, e.b.Subjects(), agents)
+	if err != nil {
+		return 0, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	for i := range n {
+		if err := waitOnline(ctx, e.b, fmt.Sprintf("idle-%d", i)); err != nil {
+			return 0, err
+		}
+	}
+	return (heap() - before) / float64(n), nil
+}
+
+// memoryPerChat opens n chats with a silent launcher and divides the heap
+// they add (the referee's record, the members' state).
+func (e *benchEnv) memoryPerChat(ctx context.Context, n int) (float64, error) {
+	lead, err := e.newWireMember(ctx, "chat-lead", []string{"bench-counter"})
+	if err != nil {
+		return 0, err
+	}
+	defer lead.nc.Close()
+	before := heap()
+	var ids []string
+	for range n {
+		id, _, err := e.openWireChat(ctx, "chat-lead", 10)
+		if err != nil {
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	per := (heap() - before) / float64(n)
+	for _, id := range ids {
+		e.cancelGoal(ctx, id)
+	}
+	return per, nil
+}
+
+// searchLatency builds an index of n synthetic cards and times searches.
+func searchLatency(ctx context.Context, n, searches int) (latencies, time.Duration, error) {
+	ix, err := search.NewIndex(search.LocalEmbedder())
+	if err != nil {
+		return latencies{}, 0, err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	words := benchVocabulary
+	phrase := func(k int) string {
+		p := make([]string, k)
+		for i := range p {
+			p[i] = words[rng.IntN(len(words))]
+		}
+		return strings.Join(p, " ")
+	}
+	t0 := time.Now()
+	for i := range n {
+		d := search.Doc{Name: "agent-" + strconv.Itoa(i), Description: phrase(14), Type: "tool",
+			Capabilities: []string{phrase(3), phrase(3), phrase(2)}, Tags: []string{phrase(1), phrase(1)}}
+		if err := ix.Upsert(ctx, d); err != nil {
+			return latencies{}, 0, err
+		}
+	}
+	build := time.Since(t0)
+	out := make([]time.Duration, 0, searches)
+	for range searches {
+		q := search.Query{Texts: []string{phrase(10)}, Limit: 10}
+		t := time.Now()
+		if _, err := ix.Search(ctx, q); err != nil {
+			return latencies{}, 0, err
+		}
+		out = append(out, time.Since(t))
+	}
+	return summarise(out), build, nil
+}
+
+// benchVocabulary is the word pool of the synthetic cards and tasks.
+var benchVocabulary = strings.Fields(`analyse translate summarise convert schedule forecast detect classify
+	extract generate review optimise monitor plan design test deploy audit reconcile predict cluster render
+	invoice contract recipe budget weather flight hotel ticket patient symptom invoice tax payroll code bug
+	pipeline container database query index report chart map image audio video subtitle playlist lyrics poem
+	essay email letter resume interview lesson quiz exam homework garden plant soil water energy solar battery
+	vehicle route traffic parcel warehouse stock price market portfolio risk loan mortgage insurance claim
+	legal clause privacy security password network server cloud cost latency memory log alert incident
+	customer churn survey feedback sentiment review product catalogue inventory supplier order shipment
+	recipe nutrition calorie workout sleep habit meditation travel visa language grammar pronunciation`)
+
+func jsonDecode(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -1,0 +1,13 @@
+// Package registry is the agent registry of PROTOCOL.md section 1: the NATS
+// micro service ioa-registry, where agents register their cards, keep
+// themselves online with heartbeats, and are found by meaning.
+//
+// The KV bucket ioa_agents is the source of truth and ioa_presence holds the
+// heartbeats. Every instance follows both buckets with a KV watch and keeps
+// its own search index (package registry/search) from them, so any number of
+// instances in one queue group serve the same answers without talking to
+// each other, and a restarted instance catches up by replaying the buckets.
+//
+// The file eval.go measures the service end to end, through NATS, on a
+// labelled discovery set (ioa registry eval).
+package registry
