@@ -27,6 +27,7 @@ type chatRecord struct {
 
 	rev      uint64 // KV revision this copy was read at or written as
 	checking bool   // a deadline check is queued on the shard
+	dirty    bool   // changed since last saved to KV
 }
 
 type sentReply struct {

@@ -146,13 +146,31 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 	if reply != nil {
 		reply(r)
 	}
-	if err := s.save(ctx, comm, rec); err != nil {
-		// The log holds the message; the record is rebuilt from it later.
-		s.log.Warn("save chat record", "comm", comm, "err", err)
-		s.setActive(comm, nil)
+	// The log is the truth and the KV record a summary of it, so busy chats
+	// save it at most once per sweep; a start and an end are saved at once.
+	rec.dirty = true
+	if m.Seq == 1 || rec.Chat.Ended() {
+		s.saveRecord(ctx, comm, rec)
 	}
 	s.effects(ctx, comm, rec, prev, m)
 	return r, nil
+}
+
+// saveRecord writes a dirty record to KV; on a conflict (another instance
+// wrote it) the record is dropped from memory and rebuilt from the log when
+// next needed.
+func (s *Service) saveRecord(ctx context.Context, comm string, rec *chatRecord) {
+	if !rec.dirty {
+		return
+	}
+	if err := s.save(ctx, comm, rec); err != nil {
+		s.log.Warn("save chat record", "comm", comm, "err", err)
+		if s.activeChat(comm) == rec {
+			s.setActive(comm, nil)
+		}
+		return
+	}
+	rec.dirty = false
 }
 
 // assignTaskIDs gives an id to every task that came without one.

@@ -48,6 +48,7 @@ func (s *Service) checkChat(ctx context.Context, comm string) {
 		s.setActive(comm, nil)
 		return
 	}
+	s.saveRecord(ctx, comm, rec)
 	now := time.Now()
 	var err error
 	switch {
