@@ -68,6 +68,9 @@ func (p *Policy) TeamUp(ctx context.Context, req agentkit.TeamUpRequest) (agentk
 			add(res[i].Name)
 		}
 	}
+	if len(members) == 0 {
+		return agentkit.TeamUpDecision{}, fmt.Errorf("rules: no agent in the registry can take on %q (register agents, e.g. ioa serve --config configs/demo.yaml)", req.Goal)
+	}
 	return agentkit.TeamUpDecision{Members: members}, nil
 }
 
