@@ -24,6 +24,18 @@ type Policy interface {
 	NeedsTeam(ctx context.Context, req TeamCheck) (subgoal string, err error)
 }
 
+// UsageMeter is implemented by policies and workers that call models. Each
+// time the runtime sends a message for an agent, it takes what the agent's
+// policy and worker have spent for that goal since the last take and
+// reports it in the message's usage; the referee sums message usage into
+// GoalResult.usage. What is spent after an agent's last message in a chat
+// (a task abandoned by a conclusion) is not reported.
+type UsageMeter interface {
+	// TakeUsage returns the usage recorded for the agent and goal since the
+	// last call, and resets it.
+	TakeUsage(agent, goalID string) protocol.Usage
+}
+
 // Searcher finds agents in the registry (registry.search).
 type Searcher interface {
 	Search(ctx context.Context, req protocol.SearchRequest) ([]protocol.SearchResult, error)

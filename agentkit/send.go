@@ -26,6 +26,12 @@ func (a *agentState) send(ctx context.Context, goalID, comm string, m protocol.A
 		return err
 	}
 	m.V, m.CommID, m.GoalID, m.Sender = protocol.Version, comm, goalID, a.Card.Name
+	if u := a.takeUsage(goalID); u != (protocol.Usage{}) {
+		if m.Usage != nil {
+			u = u.Add(*m.Usage)
+		}
+		m.Usage = &u
+	}
 	backoff := sendBackoff
 	for attempt := 1; ; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, a.rt.opts.requestTimeout)
@@ -42,6 +48,20 @@ func (a *agentState) send(ctx context.Context, goalID, comm string, m protocol.A
 		}
 		backoff *= 2
 	}
+}
+
+// takeUsage collects what the agent's policy and worker spent for the goal.
+// A value that is both policy and worker is asked twice; the second take
+// finds nothing left.
+func (a *agentState) takeUsage(goalID string) protocol.Usage {
+	var u protocol.Usage
+	if m, ok := a.Policy.(UsageMeter); ok {
+		u = u.Add(m.TakeUsage(a.Card.Name, goalID))
+	}
+	if m, ok := a.Worker.(UsageMeter); ok {
+		u = u.Add(m.TakeUsage(a.Card.Name, goalID))
+	}
+	return u
 }
 
 // transient reports whether a request may succeed if sent again unchanged.

@@ -28,6 +28,7 @@ type chatRecord struct {
 	rev      uint64 // KV revision this copy was read at or written as
 	checking bool   // a deadline check is queued on the shard
 	dirty    bool   // changed since last saved to KV
+	stale    bool   // may be behind the log: rebuild before use
 }
 
 type sentReply struct {
@@ -59,15 +60,31 @@ func (s *Service) setActive(comm string, rec *chatRecord) {
 // chatFor returns the record of a chat, from memory or rebuilt from its log.
 // It runs on the chat's shard.
 func (s *Service) chatFor(ctx context.Context, comm string) (*chatRecord, error) {
-	if rec := s.activeChat(comm); rec != nil {
-		return rec, nil
+	old := s.activeChat(comm)
+	if old != nil && !old.stale {
+		return old, nil
 	}
 	rec, err := s.rebuild(ctx, comm)
 	if err != nil {
 		return nil, err
 	}
-	s.setActive(comm, rec)
+	if !rec.Chat.Ended() || old != nil {
+		// An open chat stays in memory so the sweeper keeps its deadlines;
+		// an ended one leaves at the next sweep.
+		s.setActive(comm, rec)
+	}
 	return rec, nil
+}
+
+// invalidate marks a chat's record as possibly behind its log (an append
+// conflicted or failed). It stays in memory, so its deadlines are still
+// watched, and is rebuilt from the log before its next use.
+func (s *Service) invalidate(comm string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec := s.active[comm]; rec != nil {
+		rec.stale = true
+	}
 }
 
 // rebuild folds a chat's log into a fresh record: the log is the truth, so a
@@ -81,12 +98,19 @@ func (s *Service) rebuild(ctx context.Context, comm string) (*chatRecord, error)
 	if len(msgs) == 0 {
 		return nil, protocol.Errorf(protocol.ErrNotFound, "no chat %s", comm)
 	}
+	if msgs[0].Type != protocol.MsgSystem || msgs[0].Event != protocol.EventStart {
+		return nil, protocol.Errorf(protocol.ErrNotFound, "no chat %s (its log does not begin with a start message)", comm)
+	}
 	rec := &chatRecord{Seen: map[string]sentReply{}, TaskSince: map[string]time.Time{}, StreamSeq: last}
 	now := time.Now().UTC()
 	for _, m := range msgs {
 		next, err := protocol.Apply(rec.Chat, m)
 		if err != nil {
-			return nil, fmt.Errorf("chat %s: log does not fold at seq %d: %w", comm, m.Seq, err)
+			// Only the referee writes logs; anything else that reached the
+			// stream (a publish without permissions in development mode) is
+			// passed over, as every member's replica passes over it.
+			s.log.Warn("chat log entry does not fold; skipped", "comm", comm, "seq", m.Seq, "err", err)
+			continue
 		}
 		prev := rec.Chat
 		rec.Chat = next
@@ -128,9 +152,31 @@ func (rec *chatRecord) note(prev protocol.Chat, m protocol.AgentMessage, now tim
 	}
 }
 
+// savedResultBytes bounds each task result in the KV copy: the record is a
+// summary for people and tools, and the log holds the full text.
+const savedResultBytes = 1024
+
 // save writes the record to KV with compare-and-set on its revision.
 func (s *Service) save(ctx context.Context, comm string, rec *chatRecord) error {
-	data := bus.Encode(rec)
+	// Copy the saved fields only: the flags beside them belong to the sweeper.
+	cp := chatRecord{
+		Chat: rec.Chat, StreamSeq: rec.StreamSeq, FirstStreamSeq: rec.FirstStreamSeq,
+		TurnSince: rec.TurnSince, TaskSince: rec.TaskSince, Usage: rec.Usage, Deadline: rec.Deadline,
+	}
+	cp.Chat.Tasks = make([]protocol.TaskState, len(rec.Chat.Tasks))
+	for i, t := range rec.Chat.Tasks {
+		if len(t.Result) > savedResultBytes {
+			t.Result = t.Result[:savedResultBytes] + "…"
+		}
+		if len(t.TaskDesc) > savedResultBytes {
+			t.TaskDesc = t.TaskDesc[:savedResultBytes] + "…"
+		}
+		cp.Chat.Tasks[i] = t
+	}
+	if len(cp.Chat.Conclusion) > 8*savedResultBytes {
+		cp.Chat.Conclusion = cp.Chat.Conclusion[:8*savedResultBytes] + "…"
+	}
+	data := bus.Encode(&cp)
 	var (
 		rev uint64
 		err error

@@ -143,7 +143,7 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, befo
 	if p := req.Parent; p != nil {
 		parent, _, err := s.getGoal(ctx, p.GoalID)
 		if err != nil {
-			return st, protocol.Errorf(protocol.ErrNotFound, "parent goal %s: %v", p.GoalID, err)
+			return st, err
 		}
 		if protocol.GoalEnded(parent.Status) {
 			return st, protocol.Errorf(protocol.ErrConflict, "parent goal %s has already ended (%s)", p.GoalID, parent.Status)
@@ -227,6 +227,12 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 			reason = fmt.Sprintf("launcher %s is not running (no agent answers on %s)", st.Launcher, subject)
 		}
 		s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", reason, nil)
+		return
+	}
+	// A launcher that answers without having formed a team would leave the
+	// goal forming forever.
+	if g, _, err := s.getGoal(ctx, st.GoalID); err == nil && g.CommID == "" && !protocol.GoalEnded(g.Status) {
+		s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", fmt.Sprintf("launcher %s answered without forming a team", st.Launcher), nil)
 	}
 }
 

@@ -122,18 +122,19 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 		jetstream.WithMsgID(fmt.Sprintf("%s.%d", comm, m.Seq)),
 		jetstream.WithExpectLastSequencePerSubject(rec.StreamSeq))
 	if err != nil {
-		// Another instance appended first, or our copy is stale: forget it,
-		// so the next attempt rebuilds from the log.
-		s.setActive(comm, nil)
+		// Another instance appended first, or our copy is behind: rebuild
+		// from the log before the next use. The sender may send again
+		// unchanged (503), and its message id keeps that safe.
+		s.invalidate(comm)
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-			return protocol.SendReply{}, protocol.Errorf(protocol.ErrConflict, "chat %s moved on meanwhile; send again", comm)
+			return protocol.SendReply{}, protocol.Errorf(protocol.ErrUnavailable, "chat %s moved on meanwhile; send again", comm)
 		}
 		return protocol.SendReply{}, protocol.Errorf(protocol.ErrUnavailable, "append to chat %s: %v", comm, err)
 	}
 	if ack.Duplicate {
-		s.setActive(comm, nil)
-		return protocol.SendReply{}, protocol.Errorf(protocol.ErrConflict, "chat %s moved on meanwhile; send again", comm)
+		s.invalidate(comm)
+		return protocol.SendReply{}, protocol.Errorf(protocol.ErrUnavailable, "chat %s moved on meanwhile; send again", comm)
 	}
 	prev := rec.Chat
 	rec.Chat, rec.StreamSeq = next, ack.Sequence
@@ -166,7 +167,7 @@ func (s *Service) saveRecord(ctx context.Context, comm string, rec *chatRecord) 
 	if err := s.save(ctx, comm, rec); err != nil {
 		s.log.Warn("save chat record", "comm", comm, "err", err)
 		if s.activeChat(comm) == rec {
-			s.setActive(comm, nil)
+			s.invalidate(comm)
 		}
 		return
 	}

@@ -36,13 +36,16 @@ func (s *Service) sweep(ctx context.Context) {
 
 // checkChat runs on the chat's shard.
 func (s *Service) checkChat(ctx context.Context, comm string) {
-	rec := s.activeChat(comm)
-	if rec == nil {
+	if rec := s.activeChat(comm); rec != nil {
+		s.mu.Lock()
+		rec.checking = false
+		s.mu.Unlock()
+	}
+	rec, err := s.chatFor(ctx, comm)
+	if err != nil {
+		s.log.Warn("deadline check: chat unreadable", "comm", comm, "err", err)
 		return
 	}
-	s.mu.Lock()
-	rec.checking = false
-	s.mu.Unlock()
 	c := rec.Chat
 	if c.Ended() {
 		s.setActive(comm, nil)
@@ -50,7 +53,6 @@ func (s *Service) checkChat(ctx context.Context, comm string) {
 	}
 	s.saveRecord(ctx, comm, rec)
 	now := time.Now()
-	var err error
 	switch {
 	case !rec.Deadline.IsZero() && now.After(rec.Deadline):
 		err = s.system(ctx, comm, protocol.AgentMessage{
