@@ -39,6 +39,16 @@ type chatLoop struct {
 	spoken   bool           // a move was sent (or settled) for spokeSeq
 	spokeSeq uint64
 	gone     bool // the referee does not know the chat, or we are not in it
+	kicks    chan struct{}
+}
+
+// kick makes the loop read the chat's history now rather than at the next
+// resync.
+func (l *chatLoop) kick() {
+	select {
+	case l.kicks <- struct{}{}:
+	default:
+	}
 }
 
 func newChatLoop(a *agentState, comm string) *chatLoop {
@@ -50,6 +60,7 @@ func newChatLoop(a *agentState, comm string) *chatLoop {
 		done:    make(chan struct{}),
 		pending: map[uint64]protocol.AgentMessage{},
 		started: map[string]int{},
+		kicks:   make(chan struct{}, 1),
 	}
 }
 
@@ -78,6 +89,8 @@ func (l *chatLoop) run(ctx context.Context) {
 				l.catchUp(ctx)
 			}
 		case <-timer.C:
+			l.catchUp(ctx)
+		case <-l.kicks:
 			l.catchUp(ctx)
 		}
 		if !l.act(ctx, tctx) {

@@ -20,10 +20,11 @@ const (
 // until the registry answers, since it may start after the agent),
 // heartbeats at a third of the announced ttl, registers again when the
 // registry has forgotten the agent, and deregisters on a clean stop.
-func (a *agentState) registrar(ctx context.Context) {
+func (a *agentState) registrar(ctx context.Context, rt *router) {
 	if !a.register(ctx) {
 		return
 	}
+	a.rejoinOpenChats(ctx, rt)
 	defer a.deregister(context.WithoutCancel(ctx))
 	interval := a.rt.opts.heartbeat
 	if interval == 0 {
@@ -79,6 +80,29 @@ func (a *agentState) register(ctx context.Context) bool {
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, a.rt.opts.registerBackoffHi)
+	}
+}
+
+// rejoinOpenChats asks the referee which open chats the agent is in and
+// rejoins them: after a restart nothing else would tell the agent about a
+// chat that waits on it. No answer (an older or absent orchestrator) is fine.
+func (a *agentState) rejoinOpenChats(ctx context.Context, rt *router) {
+	subject, err := a.rt.subj.OpenChats(a.Card.Name)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.rt.opts.requestTimeout)
+	defer cancel()
+	var out protocol.OpenChatsReply
+	if err := bus.Request(ctx, a.rt.nc, subject, nil, &out); err != nil {
+		a.log.Debug("open chats unknown", "err", err)
+		return
+	}
+	for _, comm := range out.Chats {
+		if protocol.ValidID(comm) {
+			a.log.Info("rejoining an open chat", "comm_id", comm)
+			rt.rejoin(comm)
+		}
 	}
 }
 

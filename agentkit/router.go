@@ -16,6 +16,7 @@ const maxEnded = 4096
 type router struct {
 	a       *agentState
 	invites chan protocol.InviteRequest
+	rejoins chan string
 	chats   map[string]*chatLoop
 	ended   map[string]struct{}
 	order   []string // ended, oldest first
@@ -25,6 +26,7 @@ func newRouter(a *agentState) *router {
 	return &router{
 		a:       a,
 		invites: make(chan protocol.InviteRequest, 64),
+		rejoins: make(chan string, 256),
 		chats:   map[string]*chatLoop{},
 		ended:   map[string]struct{}{},
 	}
@@ -40,6 +42,15 @@ func (rt *router) invited(inv protocol.InviteRequest) {
 	}
 }
 
+// rejoin tells the router about an open chat the agent is a member of but
+// may have missed (it restarted): its loop reads the history at once.
+func (rt *router) rejoin(comm string) {
+	select {
+	case rt.rejoins <- comm:
+	default:
+	}
+}
+
 func (rt *router) run(ctx context.Context, in <-chan *nats.Msg) {
 	for {
 		select {
@@ -47,6 +58,10 @@ func (rt *router) run(ctx context.Context, in <-chan *nats.Msg) {
 			return
 		case inv := <-rt.invites:
 			rt.loop(ctx, inv.CommID)
+		case comm := <-rt.rejoins:
+			if l := rt.loop(ctx, comm); l != nil {
+				l.kick()
+			}
 		case nm := <-in:
 			rt.deliver(ctx, nm)
 		}

@@ -163,7 +163,7 @@ func (a *agentState) start(ctx context.Context) ([]*nats.Subscription, error) {
 	rt := newRouter(a)
 	r.wg.Go(func() { rt.run(ctx, inCh) })
 	r.wg.Go(func() { a.serveRequests(ctx, reqCh, rt) })
-	r.wg.Go(func() { a.registrar(ctx) })
+	r.wg.Go(func() { a.registrar(ctx, rt) })
 	return subs, nil
 }
 

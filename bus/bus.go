@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,11 +51,37 @@ type Config struct {
 	MaxMessageBytes int
 	// Name names the connection (shown by the server's monitoring).
 	Name string
-	// ServerName names the embedded server (stable across restarts).
+	// ServerName names the embedded server (stable across restarts). In a
+	// cluster every node needs its own.
 	ServerName string
+	// Cluster, when Cluster.Listen is set, makes the embedded server a node
+	// of a NATS cluster (routes between servers; JetStream clustered, so
+	// Replicas can be up to the number of nodes). Only Start uses it.
+	Cluster Cluster
 	// Logger receives the bus's own logs; nil discards them.
 	Logger *slog.Logger
 }
+
+// Cluster joins an embedded server to a NATS cluster.
+type Cluster struct {
+	// Name is the cluster's name, the same on every node; "ioa" by default.
+	Name string
+	// Listen is where this node accepts routes from the others, host:port.
+	Listen string
+	// Routes are the other nodes' route URLs (nats-route://host:port); a
+	// node's own URL in the list is ignored by the server.
+	Routes []string
+}
+
+// provisionWait bounds how long Start and Connect retry provisioning while
+// a cluster elects its JetStream meta leader and places the replicas.
+const provisionWait = 60 * time.Second
+
+// provisionAttempt bounds one pass of provisioning. It is short on purpose:
+// when several processes create the same replicated stream at once,
+// nats-server (2.15) answers only the first request and lets the others
+// time out; the next pass finds the stream and updates it at once.
+const provisionAttempt = 3 * time.Second
 
 func (c Config) withDefaults() Config {
 	if c.Prefix == "" {
@@ -131,6 +158,17 @@ func Start(ctx context.Context, cfg Config) (*Bus, error) {
 		if err := portFree(host, port); err != nil {
 			return nil, fmt.Errorf("bus: cannot listen on %s: %w (is another ioa serve or nats-server running? use --listen with another port, or --nats-url to use that server)", cfg.Listen, err)
 		}
+	}
+	if cfg.Cluster.Listen != "" {
+		host, port, err := splitHostPort(cfg.Cluster.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("bus: cluster listen: %w", err)
+		}
+		opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port = cfg.Cluster.Name, host, port
+		if opts.Cluster.Name == "" {
+			opts.Cluster.Name = "ioa"
+		}
+		opts.Routes = server.RoutesFromStr(strings.Join(cfg.Cluster.Routes, ","))
 	}
 	if cfg.MonitorListen != "" {
 		host, port, err := splitHostPort(cfg.MonitorListen)
@@ -211,11 +249,60 @@ func (b *Bus) init(ctx context.Context, opts ...nats.Option) error {
 		return fmt.Errorf("bus: jetstream: %w", err)
 	}
 	b.js = js
-	if err := b.provision(ctx); err != nil {
+	if err := b.provisionRetry(ctx); err != nil {
 		nc.Close()
 		return err
 	}
 	return nil
+}
+
+// provisionRetry provisions, retrying for up to provisionWait while
+// JetStream is not ready: a cluster that is still forming has no meta
+// leader, and replicated resources need enough peers to have joined. Each
+// pass keeps what the ones before created, so passes make progress.
+func (b *Bus) provisionRetry(ctx context.Context) error {
+	deadline := time.Now().Add(provisionWait)
+	backoff := 100 * time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, provisionAttempt)
+		err := b.provision(pctx)
+		cancel()
+		if err == nil || !jetStreamNotReady(err) || time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		b.cfg.Logger.Info("JetStream not ready yet; provisioning again", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// jetStreamNotReady reports errors that a forming cluster gives before it
+// has a meta leader and enough peers.
+func jetStreamNotReady(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10008, // JetStream system temporarily unavailable (no meta leader yet)
+			10009, // cluster can not handle request
+			10023: // insufficient resources (too few peers have joined)
+			return true
+		}
+	}
+	msg := err.Error()
+	for _, s := range []string{"insufficient resources", "no meta leader", "no suitable peers", "temporarily unavailable"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *Bus) dial(name string, extra ...nats.Option) (*nats.Conn, error) {

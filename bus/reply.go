@@ -120,6 +120,7 @@ func Handle[Req any, Resp any](ctx context.Context, c Codec, fn func(ctx context
 func Request(ctx context.Context, nc *nats.Conn, subject string, in, out any) error {
 	var data []byte
 	switch v := in.(type) {
+	case nil:
 	case []byte:
 		data = v
 	case string:

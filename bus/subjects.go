@@ -100,6 +100,7 @@ const (
 	AgentOut     = "out"
 	AgentIn      = "in"
 	AgentHistory = "history"
+	AgentChats   = "chats"
 )
 
 // AgentLaunchSubject is where an agent serves launch requests.
@@ -122,6 +123,13 @@ func (s Subjects) Inbox(name, commID string) (string, error) { return s.agent(na
 func (s Subjects) History(name, commID string) (string, error) {
 	return s.agent(name, AgentHistory, commID)
 }
+
+// OpenChats is where an agent asks which open chats it is a member of (to
+// rejoin them after a restart).
+func (s Subjects) OpenChats(name string) (string, error) { return s.agent(name, AgentChats, "") }
+
+// AllOpenChats matches every agent's open-chats request.
+func (s Subjects) AllOpenChats() string { return s.prefix + ".agent.*.chats" }
 
 // AgentInboxes matches all chat inboxes of one agent.
 func (s Subjects) AgentInboxes(name string) (string, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -25,10 +26,11 @@ type chatRecord struct {
 	Usage          protocol.Usage       `json:"usage"`
 	Deadline       time.Time            `json:"deadline"`
 
-	rev      uint64 // KV revision this copy was read at or written as
-	checking bool   // a deadline check is queued on the shard
-	dirty    bool   // changed since last saved to KV
-	stale    bool   // may be behind the log: rebuild before use
+	rev      uint64   // KV revision this copy was read at or written as
+	checking bool     // a deadline check is queued on the shard
+	dirty    bool     // changed since last saved to KV
+	stale    bool     // may be behind the log: rebuild before use
+	members  []string // the team, readable under Service.mu
 }
 
 type sentReply struct {
@@ -54,6 +56,7 @@ func (s *Service) setActive(comm string, rec *chatRecord) {
 		delete(s.active, comm)
 		return
 	}
+	rec.members = slices.Clone(rec.Chat.Members)
 	s.active[comm] = rec
 }
 
@@ -102,6 +105,13 @@ func (s *Service) rebuild(ctx context.Context, comm string) (*chatRecord, error)
 		return nil, protocol.Errorf(protocol.ErrNotFound, "no chat %s (its log does not begin with a start message)", comm)
 	}
 	rec := &chatRecord{Seen: map[string]sentReply{}, TaskSince: map[string]time.Time{}, StreamSeq: last}
+	// Where the log begins: left at 0, the next append would take its own
+	// sequence for it, and later reads would miss the start message.
+	if subject, err := s.subj.Chat(comm); err == nil {
+		if first, err := s.chats.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject)); err == nil {
+			rec.FirstStreamSeq = first.Sequence
+		}
+	}
 	now := time.Now().UTC()
 	for _, m := range msgs {
 		next, err := protocol.Apply(rec.Chat, m)

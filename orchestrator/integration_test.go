@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -233,5 +234,59 @@ func TestNestedTeamsTwoLevelsDeep(t *testing.T) {
 	_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: child.Children[0]}, &grand)
 	if grand.Depth != 2 || grand.Status != protocol.GoalConcluded || grand.MaxDepth != 0 {
 		t.Fatalf("grandchild = %+v", grand)
+	}
+}
+
+// TestRestartedAgentRejoinsItsOpenChat stops an agent's runtime while its
+// task runs and starts it again: the new runtime asks which open chats it
+// is in, replays the history and runs the task again, long before the
+// referee's task timeout would have failed it.
+func TestRestartedAgentRejoinsItsOpenChat(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{TaskTimeout: time.Minute})
+	started := make(chan struct{}, 1)
+	first := funcAgent("slowpoke", "Does slow work on request.", []string{"slow work"}, nil)
+	first.Worker = agentkit.WorkerFunc(func(ctx context.Context, _ agentkit.Task) (agentkit.Result, error) {
+		started <- struct{}{}
+		<-ctx.Done() // works until the runtime stops
+		return agentkit.Result{}, ctx.Err()
+	})
+	runAgents(t, w, orchestrator.Coordinator("coordinator", rules.New(rules.Config{})))
+
+	nc, err := w.b.NewConn("first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt1, err := agentkit.NewRuntime(nc, w.b.Subjects(), []agentkit.Agent{first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, stop1 := context.WithCancel(context.Background())
+	done1 := make(chan error, 1)
+	go func() { done1 <- rt1.Run(ctx1) }()
+	waitFor(t, "slowpoke online", func() bool {
+		var info protocol.AgentInfo
+		return requestJSON(t, w, "registry.get", protocol.NameRequest{Name: "slowpoke"}, &info) == nil && info.Online
+	})
+	var sub protocol.SubmitReply
+	if err := requestJSON(t, w, "goal.submit", protocol.GoalRequest{Goal: "Do the slow work.", Team: []string{"slowpoke"}}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the task never started")
+	}
+	stop1() // the agent goes away mid-task
+	<-done1
+
+	runAgents(t, w, funcAgent("slowpoke", "Does slow work on request.", []string{"slow work"},
+		func(agentkit.Task) (string, error) { return "slow work done", nil }))
+	var st protocol.GoalStatus
+	waitFor(t, "goal to end", func() bool {
+		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: sub.GoalID}, &st)
+		return protocol.GoalEnded(st.Status)
+	})
+	if st.Status != protocol.GoalConcluded || !strings.Contains(st.Result.Conclusion, "slow work done") {
+		t.Fatalf("goal = %s: %+v", st.Status, st.Result)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -370,6 +371,26 @@ func (s *Service) history(ctx context.Context, subject string, data []byte, repl
 		}
 	}
 	_ = bus.RespondLater(s.nc, replyTo, out)
+}
+
+// handleOpenChats lists the open chats an agent is a member of, from the
+// chats this instance referees (after a restart, every running chat).
+func (s *Service) handleOpenChats(r micro.Request) {
+	as, err := s.subj.ParseAgent(r.Subject())
+	if err != nil || as.Kind != bus.AgentChats {
+		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrInvalid, "bad subject %q", r.Subject()))
+		return
+	}
+	out := protocol.OpenChatsReply{Chats: []string{}}
+	s.mu.Lock()
+	for comm, rec := range s.active {
+		if slices.Contains(rec.members, as.Name) {
+			out.Chats = append(out.Chats, comm)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(out.Chats)
+	_ = r.Respond(bus.Encode(out))
 }
 
 func memberOf(start protocol.AgentMessage, name string) bool {

@@ -200,6 +200,7 @@ func (s *Service) serve(ctx context.Context) error {
 		add(svc, "teamup", micro.HandlerFunc(func(r micro.Request) { s.asyncTeamup(ctx, r) }), micro.WithEndpointSubject(s.subj.Teamup())),
 		add(svc, "outbox", micro.HandlerFunc(func(r micro.Request) { s.handleOutbox(ctx, r) }), micro.WithEndpointSubject(s.subj.AllOutboxes())),
 		add(svc, "history", micro.HandlerFunc(func(r micro.Request) { s.handleHistory(ctx, r) }), micro.WithEndpointSubject(s.subj.AllHistory())),
+		add(svc, "chats", micro.HandlerFunc(s.handleOpenChats), micro.WithEndpointSubject(s.subj.AllOpenChats())),
 	}
 	return errors.Join(errs...)
 }

@@ -428,6 +428,12 @@ type HistoryReply struct {
 	LastSeq  uint64         `json:"last_seq"`
 }
 
+// OpenChatsReply answers <p>.agent.<name>.chats: the open chats the agent
+// is a member of, so a restarted agent can rejoin them.
+type OpenChatsReply struct {
+	Chats []string `json:"chats"`
+}
+
 // Duration is a time.Duration that travels as a Go duration string ("90s").
 type Duration time.Duration
 

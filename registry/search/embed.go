@@ -25,12 +25,15 @@ var ErrEmptyEmbedding = errors.New("search: empty embedding")
 // their own, so identical rare words still meet in vector space. The result
 // is L2-normalised; a text with no content words yields the zero vector.
 func LocalEmbedder() Embedder {
-	lex := lexicon.Default()
+	a := defaultAnalyzer()
 	return func(ctx context.Context, text string) ([]float32, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		return localEmbed(lex, analyze(lex, text)), nil
+		v := make([]float32, a.lex.Dim())
+		known := addTerms(a.lex, v, a.analyze(text), 1)
+		finishLocal(a.lex, v, known)
+		return v, nil
 	}
 }
 
@@ -38,28 +41,36 @@ func LocalEmbedder() Embedder {
 // vectors: an unknown word is usually a specific name and worth matching.
 const oovWeight = 1.0
 
-var meanRemoval float32 = 1
-
-var idfPower = 1.0
-
-func localEmbed(lex *lexicon.Lexicon, terms []term) []float32 {
-	v := make([]float32, lex.Dim())
+// addTerms adds the IDF-weighted vectors of terms, times weight, to v and
+// returns the weight that went to WordNet vectors.
+func addTerms(lex *lexicon.Lexicon, v []float32, terms []term, weight float32) float32 {
 	var known float32
 	for _, t := range terms {
-		w := float32(math.Pow(lex.IDF(t.lemma), idfPower))
-		if lex.AddVector(v, t.lemma, w) {
+		w := weight * float32(t.idf)
+		if t.vec >= 0 {
+			axpy(v, w, lex.Vector(t.vec))
 			known += w
 		} else {
 			addHashed(v, t.stem, w*oovWeight)
 		}
 	}
-	if meanRemoval > 0 {
-		for i, m := range lex.Mean() {
-			v[i] -= meanRemoval * known * m
-		}
+	return known
+}
+
+// finishLocal removes the common component every WordNet vector shares, in
+// proportion to the weight that came from WordNet, and normalises v.
+func finishLocal(lex *lexicon.Lexicon, v []float32, known float32) {
+	if known > 0 {
+		axpy(v, -known, lex.Mean())
 	}
 	normalize(v)
-	return v
+}
+
+func axpy(dst []float32, a float32, x []float32) {
+	x = x[:len(dst)]
+	for i := range dst {
+		dst[i] += a * x[i]
+	}
 }
 
 // addHashed adds weight times a deterministic random unit vector of word.

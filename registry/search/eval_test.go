@@ -97,11 +97,11 @@ func TestDevSetQuality(t *testing.T) {
 	t.Logf("baseline:\n%s", base)
 
 	// Targets: Top@1 >= 0.53, Top@10 >= 0.78, MRR >= 0.61. Top@10 reaches
-	// 0.75 today; the test holds that floor so a regression fails, and logs
-	// the remaining gap.
+	// 0.777 today; the test holds a floor just under it so a regression
+	// fails, and logs the remaining gap.
 	o := got.Overall
-	if o.Top1 < 0.53 || o.Top10 < 0.75 || o.MRR < 0.61 {
-		t.Errorf("overall %+v below targets top1>=0.53 top10>=0.75 mrr>=0.61", o)
+	if o.Top1 < 0.53 || o.Top10 < 0.77 || o.MRR < 0.61 {
+		t.Errorf("overall %+v below targets top1>=0.53 top10>=0.77 mrr>=0.61", o)
 	}
 	if o.Top10 < 0.78 {
 		t.Logf("Top@10 %.3f still below the 0.78 target", o.Top10)

@@ -5,13 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/philippgille/chromem-go"
-
-	"github.com/ioa-nats/ioa/registry/lexicon"
 )
 
 // Doc is the searchable part of an agent card.
@@ -51,6 +50,8 @@ var (
 	ErrNotFound = errors.New("search: no such document")
 	// ErrEmptyQuery is returned by Search when no query text has content.
 	ErrEmptyQuery = errors.New("search: empty query")
+	// ErrDimension is returned when an embedder's vectors change length.
+	ErrDimension = errors.New("search: embedding dimension mismatch")
 )
 
 // Option configures an Index.
@@ -64,14 +65,14 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		denseWeight:     0.5,
+		denseWeight:     0.6,
 		expansionWeight: 0.5,
 		fieldWeights:    [numFields]float64{fieldName: 1, fieldDesc: 1, fieldCaps: 1.5, fieldTags: 1.5},
 	}
 }
 
 // WithDenseWeight sets the share, in [0,1], of the vector similarity in the
-// fused score; the lexical score gets the rest. The default is 0.5.
+// fused score; the lexical score gets the rest. The default is 0.6.
 func WithDenseWeight(w float64) Option {
 	return func(o *options) error {
 		if !(w >= 0 && w <= 1) {
@@ -100,23 +101,30 @@ func WithExpansionWeight(w float64) Option {
 // is safe for concurrent use.
 type Index struct {
 	embed Embedder
-	lex   *lexicon.Lexicon
+	local bool // embed is the built-in LocalEmbedder, fed analysed fields
+	an    *analyzer
 	opts  options
 
 	mu     sync.RWMutex
 	coll   *chromem.Collection
+	dense  denseStore // the collection's vectors, by slot
 	text   *lexIndex
 	slots  []slot // by slot id; name == "" when free
 	free   []int32
 	byName map[string]int32
 
-	accPool sync.Pool // *[]float64 sized to len(slots)
+	bufs sync.Pool // *searchBufs
 }
 
 type slot struct {
 	name  string
-	vec   []float32 // shared with the chromem document
-	words []int32   // distinct lexicon vector ids of the card's words
+	words []int32 // distinct lexicon vector ids of the card's words
+}
+
+// searchBufs are per-search scratch arrays indexed by slot.
+type searchBufs struct {
+	acc  []float64
+	sims []float32
 }
 
 // NewIndex returns an empty index that embeds with e (nil means
@@ -128,7 +136,8 @@ func NewIndex(e Embedder, opts ...Option) (*Index, error) {
 			return nil, err
 		}
 	}
-	if e == nil {
+	local := e == nil
+	if local {
 		e = LocalEmbedder()
 	} else {
 		e = normalized(e)
@@ -139,7 +148,8 @@ func NewIndex(e Embedder, opts ...Option) (*Index, error) {
 	}
 	return &Index{
 		embed:  e,
-		lex:    lexicon.Default(),
+		local:  local,
+		an:     defaultAnalyzer(),
 		opts:   o,
 		coll:   coll,
 		text:   newLexIndex(o.fieldWeights),
@@ -154,20 +164,38 @@ func (ix *Index) Len() int {
 	return len(ix.byName)
 }
 
-// embedText is what the embedder sees of a card: capabilities and tags are
-// repeated because they name the skill most directly.
+// embedText is what an external embedder sees of a card: capabilities and
+// tags are repeated because they name the skill most directly.
 func embedText(d Doc) string {
 	caps, tags := strings.Join(d.Capabilities, ". "), strings.Join(d.Tags, ". ")
 	return strings.Join([]string{nameText(d.Name), d.Description, caps, tags, caps, tags}, ". ")
 }
 
-func (ix *Index) stems(text string) []string {
-	ts := analyze(ix.lex, text)
-	out := make([]string, len(ts))
-	for i, t := range ts {
-		out[i] = t.stem
+// embedFieldWeights are the weights of the card fields in the local
+// embedding, as embedText weights them for an external embedder.
+var embedFieldWeights = [numFields]float32{fieldName: 1, fieldDesc: 1, fieldCaps: 2, fieldTags: 2}
+
+// docVector embeds a card: the local embedder works from the analysed
+// fields, so each card is analysed once.
+func (ix *Index) docVector(ctx context.Context, d Doc, fields *[numFields][]term) ([]float32, error) {
+	if !ix.local {
+		return ix.embed(ctx, embedText(d))
 	}
-	return out
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	lex := ix.an.lex
+	v := make([]float32, lex.Dim())
+	// Each field is embedded on its own and the unit field vectors are
+	// mixed, so that a long description does not drown the capabilities.
+	fv := make([]float32, lex.Dim())
+	for f, ts := range fields {
+		clear(fv)
+		finishLocal(lex, fv, addTerms(lex, fv, ts, 1))
+		axpy(v, embedFieldWeights[f], fv)
+	}
+	normalize(v)
+	return v, nil
 }
 
 // Upsert adds d, replacing any document with the same Name.
@@ -175,7 +203,12 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 	if strings.TrimSpace(d.Name) == "" {
 		return ErrInvalidDoc
 	}
-	vec, err := ix.embed(ctx, embedText(d))
+	var fields [numFields][]term
+	fields[fieldName] = ix.an.analyze(nameText(d.Name))
+	fields[fieldDesc] = ix.an.analyze(d.Description)
+	fields[fieldCaps] = ix.an.analyze(strings.Join(d.Capabilities, " . "))
+	fields[fieldTags] = ix.an.analyze(strings.Join(d.Tags, " . "))
+	vec, err := ix.docVector(ctx, d, &fields)
 	if err != nil {
 		return embedErr(err)
 	}
@@ -185,19 +218,17 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 		addHashed(vec, d.Name, 1)
 		normalize(vec)
 	}
-	var fields [numFields][]string
-	fields[fieldName] = ix.stems(nameText(d.Name))
-	fields[fieldDesc] = ix.stems(d.Description)
-	fields[fieldCaps] = ix.stems(strings.Join(d.Capabilities, " . "))
-	fields[fieldTags] = ix.stems(strings.Join(d.Tags, " . "))
-	words := ix.vectorWords(embedText(d))
+	words := vectorWords(&fields)
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if err := ix.coll.AddDocument(ctx, chromem.Document{ID: d.Name, Embedding: vec}); err != nil {
-		return fmt.Errorf("search: upsert %q: %w", d.Name, err)
+	if ix.dense.dim == 0 {
+		ix.dense.dim = len(vec)
+	} else if len(vec) != ix.dense.dim {
+		return fmt.Errorf("search: upsert %q: %w: %d dimensions, the index has %d", d.Name, ErrDimension, len(vec), ix.dense.dim)
 	}
 	id, ok := ix.byName[d.Name]
+	fresh := !ok
 	if ok {
 		ix.text.remove(id)
 	} else if n := len(ix.free); n > 0 {
@@ -206,9 +237,16 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 		id = int32(len(ix.slots))
 		ix.slots = append(ix.slots, slot{})
 	}
-	ix.slots[id] = slot{name: d.Name, vec: vec, words: words}
+	row := ix.dense.set(id, vec)
+	if err := ix.coll.AddDocument(ctx, chromem.Document{ID: d.Name, Embedding: row}); err != nil {
+		if fresh {
+			ix.free = append(ix.free, id)
+		}
+		return fmt.Errorf("search: upsert %q: %w", d.Name, err)
+	}
+	ix.slots[id] = slot{name: d.Name, words: words}
 	ix.byName[d.Name] = id
-	ix.text.add(id, fields)
+	ix.text.add(id, &fields)
 	return nil
 }
 
@@ -239,10 +277,37 @@ func isZero(v []float32) bool {
 	return true
 }
 
-// denseFloorRank is the rank whose similarity maps to a dense score of 0: the
-// vector side only says how much better than the 50th-nearest a card is,
-// which keeps its scale comparable across embedders and corpora.
-const denseFloorRank = 50
+// minPool is the least number of candidates each view contributes to fusion.
+const minPool = 50
+
+// prepared is one analysed query text.
+type prepared struct {
+	terms []queryTerm
+	vec   []float32
+	soft  []softTerm
+}
+
+func (ix *Index) prepare(ctx context.Context, text string) (prepared, bool, error) {
+	ts := ix.an.analyze(text)
+	terms := ix.queryTerms(ts)
+	if len(terms) == 0 && strings.TrimSpace(text) == "" {
+		return prepared{}, false, nil
+	}
+	var vec []float32
+	if ix.local {
+		if err := ctx.Err(); err != nil {
+			return prepared{}, false, embedErr(err)
+		}
+		vec = make([]float32, ix.an.lex.Dim())
+		finishLocal(ix.an.lex, vec, addTerms(ix.an.lex, vec, ts, 1))
+	} else {
+		var err error
+		if vec, err = ix.embed(ctx, text); err != nil {
+			return prepared{}, false, embedErr(err)
+		}
+	}
+	return prepared{terms: terms, vec: vec, soft: softTerms(ts)}, true, nil
+}
 
 // Search ranks the documents for q.
 func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
@@ -250,22 +315,15 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	type prepared struct {
-		terms []queryTerm
-		vec   []float32
-		soft  []softTerm
-	}
 	var preps []prepared
 	for _, t := range q.Texts {
-		terms := ix.queryTerms(t)
-		if len(terms) == 0 && strings.TrimSpace(t) == "" {
-			continue
-		}
-		vec, err := ix.embed(ctx, t)
+		p, ok, err := ix.prepare(ctx, t)
 		if err != nil {
-			return nil, embedErr(err)
+			return nil, err
 		}
-		preps = append(preps, prepared{terms: terms, vec: vec, soft: ix.softTerms(t)})
+		if ok {
+			preps = append(preps, p)
+		}
 	}
 	if len(preps) == 0 {
 		return nil, ErrEmptyQuery
@@ -273,21 +331,34 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	n := len(ix.byName)
-	if n == 0 {
+	if len(ix.byName) == 0 {
 		return nil, nil
 	}
-	keep := func(id int32) bool { return q.Keep == nil || q.Keep(ix.slots[id].name) }
+	// Keep may be slow (it takes the registry's lock); ask it once per slot.
+	kept := make(map[int32]bool)
+	keep := func(id int32) bool {
+		if ix.slots[id].name == "" {
+			return false
+		}
+		if q.Keep == nil {
+			return true
+		}
+		k, ok := kept[id]
+		if !ok {
+			k = q.Keep(ix.slots[id].name)
+			kept[id] = k
+		}
+		return k
+	}
 
 	total := make(map[int32]float64)
-	acc := ix.getAcc()
-	defer ix.putAcc(acc)
+	bufs := ix.getBufs()
+	defer ix.bufs.Put(bufs)
 	for _, p := range preps {
-		cands, err := ix.searchOne(ctx, p.terms, p.vec, limit, n, keep, *acc)
+		cands, err := ix.searchOne(p, limit, keep, bufs)
 		if err != nil {
 			return nil, err
 		}
-		ix.softRerank(cands, p.soft)
 		for id, s := range cands {
 			total[id] += s / float64(len(preps))
 		}
@@ -309,129 +380,196 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 	return hits, nil
 }
 
-// searchOne scores the candidates for one query text: the nearest vectors
-// and the best lexical matches, each signal scaled to [0,1] before fusion.
-func (ix *Index) searchOne(ctx context.Context, terms []queryTerm, vec []float32, limit, n int, keep func(int32) bool, acc []float64) (map[int32]float64, error) {
+// cand is a candidate card with its raw signals for one query text.
+type cand struct {
+	id               int32
+	dense, lex, soft float64
+}
+
+// searchOne gathers the candidates for one query text, the nearest vectors
+// and the best lexical matches, and fuses their signals into a score in [0,1].
+func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *searchBufs) (map[int32]float64, error) {
 	wd := ix.opts.denseWeight
-	touched := ix.text.score(terms, acc, nil)
+	n := len(ix.slots)
+	want := max(4*limit, minPool)
+
+	acc := bufs.acc[:n]
+	touched := ix.text.score(p.terms, acc, nil)
 	defer func() {
 		for _, id := range touched {
 			acc[id] = 0
 		}
 	}()
-	var maxLex float64
+	lexTop := newTopK(want)
 	for _, id := range touched {
-		maxLex = max(maxLex, acc[id])
-	}
-	lexNorm := func(id int32) float64 {
-		if maxLex == 0 {
-			return 0
+		if s := acc[id]; lexTop.admits(s) && keep(id) {
+			lexTop.push(id, s)
 		}
-		return acc[id] / maxLex
-	}
-	want := max(4*limit, denseFloorRank)
-	lexTop := make([]int32, 0, len(touched))
-	for _, id := range touched {
-		if keep(id) {
-			lexTop = append(lexTop, id)
-		}
-	}
-	slices.SortFunc(lexTop, func(a, b int32) int { return cmp.Compare(acc[b], acc[a]) })
-	if len(lexTop) > want {
-		lexTop = lexTop[:want]
 	}
 
-	scores := make(map[int32]float64, 2*want)
-	var top, floor float64
-	dense := func(sim float64) float64 {
-		if top <= floor {
-			if sim >= top {
-				return 1
-			}
-			return 0
+	seen := make(map[int32]bool, 2*want)
+	var ids []int32
+	addCand := func(id int32) {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
 		}
-		return min(1, max(0, (sim-floor)/(top-floor)))
 	}
-	denseOn := wd > 0 && !isZero(vec)
+	denseOn := wd > 0 && !isZero(p.vec)
+	var sims []float32
 	if denseOn {
-		for fetch := min(n, want); ; fetch = min(n, fetch*4) {
-			res, err := ix.coll.QueryEmbedding(ctx, vec, fetch, nil, nil)
-			if err != nil {
-				return nil, fmt.Errorf("search: dense query: %w", err)
+		if len(p.vec) != ix.dense.dim {
+			return nil, fmt.Errorf("search: query: %w: %d dimensions, the index has %d", ErrDimension, len(p.vec), ix.dense.dim)
+		}
+		sims = bufs.sims[:n]
+		ix.dense.similarities(p.vec, sims)
+		denseTop := newTopK(want)
+		for id, s := range sims {
+			if s := float64(s); denseTop.admits(s) && keep(int32(id)) {
+				denseTop.push(int32(id), s)
 			}
-			if len(res) == 0 {
-				break
-			}
-			top = float64(res[0].Similarity)
-			floor = float64(res[min(denseFloorRank, len(res))-1].Similarity)
-			kept := 0
-			for _, r := range res {
-				id, ok := ix.byName[r.ID]
-				if !ok || !keep(id) {
-					continue
-				}
-				kept++
-				scores[id] = wd*dense(float64(r.Similarity)) + (1-wd)*lexNorm(id)
-			}
-			if kept >= limit || fetch >= n {
-				break
-			}
+		}
+		for _, c := range denseTop.sorted() {
+			addCand(c.id)
 		}
 	}
-	score := func(id int32) float64 {
-		if !denseOn {
-			return (1 - wd) * lexNorm(id)
-		}
-		return wd*dense(dot32(vec, ix.slots[id].vec)) + (1-wd)*lexNorm(id)
-	}
-	for _, id := range lexTop {
-		if _, ok := scores[id]; !ok {
-			scores[id] = score(id)
-		}
+	for _, c := range lexTop.sorted() {
+		addCand(c.id)
 	}
 	// Too few candidates passed Keep: fall back to scanning for the rest.
-	for id := 0; len(scores) < limit && id < len(ix.slots); id++ {
-		if ix.slots[id].name == "" || !keep(int32(id)) {
+	for id := int32(0); len(ids) < limit && int(id) < n; id++ {
+		if keep(id) {
+			addCand(id)
+		}
+	}
+	cs := make([]cand, len(ids))
+	for i, id := range ids {
+		cs[i] = cand{id: id, lex: acc[id]}
+		if denseOn {
+			cs[i].dense = float64(sims[id])
+		}
+	}
+	ix.addSoft(cs, p.soft, denseOn)
+	fused := ix.fuse(cs, denseOn)
+	// Pseudo-relevance feedback: the best cards of the first pass pull the
+	// query vector towards the vocabulary of the domain it is about, which
+	// helps tasks that describe a situation rather than name a skill.
+	if denseOn && len(cs) > prfDocs {
+		order := slices.Clone(cs)
+		slices.SortFunc(order, func(a, b cand) int { return cmp.Compare(fused[b.id], fused[a.id]) })
+		q := slices.Clone(p.vec)
+		for _, c := range order[:prfDocs] {
+			axpy(q, float32(prfAlpha/float64(prfDocs)), ix.dense.row(c.id))
+		}
+		normalize(q)
+		for i := range cs {
+			cs[i].dense = float64(dot32(q, ix.dense.row(cs[i].id)))
+		}
+		fused = ix.fuse(cs, denseOn)
+	}
+	return fused, nil
+}
+
+const (
+	prfAlpha = 1.0 // weight of the feedback cards' mean against the query
+	prfDocs  = 3   // how many first-pass cards give feedback
+)
+
+// maxSoftPool bounds the candidates that get a soft-match score, so that a
+// large Limit does not make every search pay for word-by-word matching; the
+// rest, already ranked below them by the two views, get the lowest soft score.
+const maxSoftPool = 100
+
+func (ix *Index) addSoft(cs []cand, qs []softTerm, denseOn bool) {
+	ids := make([]int32, len(cs))
+	for i, c := range cs {
+		ids[i] = c.id
+	}
+	if len(cs) > maxSoftPool {
+		first := ix.fuse(cs, denseOn) // soft is still zero everywhere
+		slices.SortStableFunc(ids, func(a, b int32) int { return cmp.Compare(first[b], first[a]) })
+		ids = ids[:maxSoftPool]
+	}
+	soft := make(map[int32]float64, len(ids))
+	low := math.Inf(1)
+	for i, s := range ix.softScores(ids, qs) {
+		soft[ids[i]] = s
+		low = min(low, s)
+	}
+	for i := range cs {
+		if s, ok := soft[cs[i].id]; ok {
+			cs[i].soft = s
+		} else {
+			cs[i].soft = low
+		}
+	}
+}
+
+// fuse turns the raw signals of the candidates into one score in [0,1]. Each
+// signal is standardised over the candidates (z-score), which puts cosines,
+// BM25 sums and soft matches on one scale whatever the embedder or corpus,
+// and uses their spread rather than only their extremes.
+func (ix *Index) fuse(cs []cand, denseOn bool) map[int32]float64 {
+	wd := ix.opts.denseWeight
+	if !denseOn {
+		wd = 0
+	}
+	get := [3]func(c *cand) float64{
+		func(c *cand) float64 { return c.dense },
+		func(c *cand) float64 { return c.lex },
+		func(c *cand) float64 { return c.soft },
+	}
+	w := [3]float64{(1 - softWeight) * wd, (1 - softWeight) * (1 - wd), softWeight}
+	tot := make([]float64, len(cs))
+	for k := range get {
+		var m, sq float64
+		for i := range cs {
+			m += get[k](&cs[i])
+		}
+		m /= float64(len(cs))
+		for i := range cs {
+			d := get[k](&cs[i]) - m
+			sq += d * d
+		}
+		sd := math.Sqrt(sq / float64(len(cs)))
+		if sd == 0 {
 			continue
 		}
-		if _, ok := scores[int32(id)]; !ok {
-			scores[int32(id)] = score(int32(id))
+		for i := range cs {
+			tot[i] += w[k] * (get[k](&cs[i]) - m) / sd
 		}
 	}
-	return scores, nil
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, t := range tot {
+		lo, hi = min(lo, t), max(hi, t)
+	}
+	out := make(map[int32]float64, len(cs))
+	for i := range cs {
+		x := 1.0
+		if hi > lo {
+			x = (tot[i] - lo) / (hi - lo)
+		}
+		out[cs[i].id] = x
+	}
+	return out
 }
 
-func dot32(a, b []float32) float64 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
+func (ix *Index) getBufs() *searchBufs {
+	n := len(ix.slots)
+	b, _ := ix.bufs.Get().(*searchBufs)
+	if b == nil {
+		b = &searchBufs{}
 	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
+	if len(b.acc) < n {
+		b.acc = make([]float64, n+n/4)
+		b.sims = make([]float32, n+n/4)
 	}
-	return float64(s0 + s1 + s2 + s3)
+	return b
 }
 
-func (ix *Index) getAcc() *[]float64 {
-	p, _ := ix.accPool.Get().(*[]float64)
-	if p == nil || len(*p) < len(ix.slots) {
-		s := make([]float64, len(ix.slots))
-		p = &s
-	}
-	return p
-}
-
-func (ix *Index) putAcc(p *[]float64) { ix.accPool.Put(p) }
-
-// queryTerms turns a query text into weighted stems: the text's own words,
-// plus their WordNet relatives at a reduced weight.
-func (ix *Index) queryTerms(text string) []queryTerm {
-	ts := analyze(ix.lex, text)
+// queryTerms turns the terms of a query into weighted stems: the text's own
+// words, plus their WordNet relatives at a reduced weight.
+func (ix *Index) queryTerms(ts []term) []queryTerm {
 	weights := make(map[string]float64, len(ts))
 	order := make([]string, 0, len(ts))
 	add := func(s string, w float64) {
@@ -446,8 +584,10 @@ func (ix *Index) queryTerms(text string) []queryTerm {
 	}
 	if ew := ix.opts.expansionWeight; ew > 0 {
 		for _, t := range ts {
-			for _, r := range ix.lex.Related(t.lemma) {
-				add(stem(r.Word), ew*float64(r.Weight))
+			for _, r := range ix.an.lex.Related(t.lemma) {
+				if info := ix.an.word(r.Word); !info.stop {
+					add(info.t.stem, ew*float64(r.Weight))
+				}
 			}
 		}
 	}

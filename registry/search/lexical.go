@@ -19,11 +19,6 @@ type posting struct {
 	tf  [numFields]uint8
 }
 
-type lexDoc struct {
-	lens  [numFields]uint16
-	terms []int32 // distinct terms, for removal
-}
-
 // lexIndex is an inverted index scored with BM25F. It is not safe for
 // concurrent use; Index guards it.
 type lexIndex struct {
@@ -31,7 +26,8 @@ type lexIndex struct {
 	weights  [numFields]float64
 	terms    map[string]int32
 	postings [][]posting
-	docs     []*lexDoc // by slot; nil when free
+	lens     [][numFields]uint16 // by slot
+	docTerms [][]int32           // by slot: distinct terms, for removal; nil when free
 	n        int
 	lenSum   [numFields]float64
 }
@@ -40,14 +36,16 @@ func newLexIndex(weights [numFields]float64) *lexIndex {
 	return &lexIndex{k1: 1.2, b: 0.75, weights: weights, terms: make(map[string]int32)}
 }
 
-// add indexes doc slot with the stems of each field.
-func (x *lexIndex) add(slot int32, fields [numFields][]string) {
-	d := &lexDoc{}
+// add indexes doc slot with the terms of each field.
+func (x *lexIndex) add(slot int32, fields *[numFields][]term) {
+	var lens [numFields]uint16
+	terms := make([]int32, 0, 32) // non-nil: nil marks a free slot
 	tfs := make(map[int32]*[numFields]uint8)
-	for f, stems := range fields {
-		d.lens[f] = uint16(min(len(stems), math.MaxUint16))
-		x.lenSum[f] += float64(d.lens[f])
-		for _, s := range stems {
+	for f, ts := range fields {
+		lens[f] = uint16(min(len(ts), math.MaxUint16))
+		x.lenSum[f] += float64(lens[f])
+		for _, t := range ts {
+			s := t.stem
 			id, ok := x.terms[s]
 			if !ok {
 				id = int32(len(x.postings))
@@ -58,33 +56,34 @@ func (x *lexIndex) add(slot int32, fields [numFields][]string) {
 			if tf == nil {
 				tf = new([numFields]uint8)
 				tfs[id] = tf
-				d.terms = append(d.terms, id)
+				terms = append(terms, id)
 			}
 			if tf[f] < math.MaxUint8 {
 				tf[f]++
 			}
 		}
 	}
-	for _, id := range d.terms {
+	for _, id := range terms {
 		x.postings[id] = append(x.postings[id], posting{doc: slot, tf: *tfs[id]})
 	}
-	for int(slot) >= len(x.docs) {
-		x.docs = append(x.docs, nil)
+	for int(slot) >= len(x.docTerms) {
+		x.docTerms = append(x.docTerms, nil)
+		x.lens = append(x.lens, [numFields]uint16{})
 	}
-	x.docs[slot] = d
+	x.docTerms[slot] = terms
+	x.lens[slot] = lens
 	x.n++
 }
 
 // remove drops doc slot from the index.
 func (x *lexIndex) remove(slot int32) {
-	if int(slot) >= len(x.docs) || x.docs[slot] == nil {
+	if int(slot) >= len(x.docTerms) || x.docTerms[slot] == nil {
 		return
 	}
-	d := x.docs[slot]
-	for f := range d.lens {
-		x.lenSum[f] -= float64(d.lens[f])
+	for f, l := range x.lens[slot] {
+		x.lenSum[f] -= float64(l)
 	}
-	for _, id := range d.terms {
+	for _, id := range x.docTerms[slot] {
 		ps := x.postings[id]
 		for i := range ps {
 			if ps[i].doc == slot {
@@ -94,7 +93,8 @@ func (x *lexIndex) remove(slot int32) {
 			}
 		}
 	}
-	x.docs[slot] = nil
+	x.docTerms[slot] = nil
+	x.lens[slot] = [numFields]uint16{}
 	x.n--
 }
 
@@ -127,13 +127,13 @@ func (x *lexIndex) score(qs []queryTerm, acc []float64, touched []int32) []int32
 		df := float64(len(ps))
 		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
 		for _, p := range ps {
-			d := x.docs[p.doc]
+			lens := &x.lens[p.doc]
 			var tf float64
 			for f := range numFields {
 				if p.tf[f] == 0 {
 					continue
 				}
-				norm := 1 - x.b + x.b*float64(d.lens[f])/avg[f]
+				norm := 1 - x.b + x.b*float64(lens[f])/avg[f]
 				tf += x.weights[f] * float64(p.tf[f]) / norm
 			}
 			if acc[p.doc] == 0 {

@@ -1,91 +1,84 @@
 package search
 
 import (
-	"cmp"
 	"slices"
 )
 
 // Soft matching: each query word is matched to its most similar word of the
 // card in WordNet vector space, so "cancel" meets "churn" even when the
-// averaged card vector is dominated by other words. It reranks the fused
-// candidates only, which keeps its cost independent of the corpus size.
+// averaged card vector is dominated by other words. It scores the candidates
+// of the two views only, which keeps its cost independent of the corpus size.
 
 type softTerm struct {
 	id     int32
 	weight float64
 }
 
-// softWeight is the share of the soft-match signal in the final score.
-var softWeight = 0.4
+const (
+	// softWeight is the share of the soft-match signal in the fused score.
+	softWeight = 0.4
+	// softFloor is the cosine below which two words count as unrelated.
+	softFloor = 0.1
+	// softBidir is the share of the card-to-query direction: a card most of
+	// whose words relate to the task is a better fit than one that merely
+	// mentions them.
+	softBidir = 0.5
+)
 
-// softCandidates is how many of the best fused candidates are reranked.
-const softCandidates = 50
-
-func (ix *Index) vectorWords(text string) []int32 {
+// vectorWords returns the distinct word-vector rows of a card's terms.
+func vectorWords(fields *[numFields][]term) []int32 {
 	var ids []int32
-	for _, t := range analyze(ix.lex, text) {
-		if id, ok := ix.lex.VectorID(t.lemma); ok {
-			ids = append(ids, id)
+	for _, ts := range fields {
+		for _, t := range ts {
+			if t.vec >= 0 {
+				ids = append(ids, t.vec)
+			}
 		}
 	}
 	slices.Sort(ids)
-	return slices.Compact(ids)
+	return slices.Clip(slices.Compact(ids))
 }
 
-func (ix *Index) softTerms(text string) []softTerm {
+func softTerms(ts []term) []softTerm {
 	seen := map[int32]bool{}
 	var out []softTerm
-	for _, t := range analyze(ix.lex, text) {
-		id, ok := ix.lex.VectorID(t.lemma)
-		if !ok || seen[id] {
+	for _, t := range ts {
+		if t.vec < 0 || seen[t.vec] {
 			continue
 		}
-		seen[id] = true
-		out = append(out, softTerm{id: id, weight: ix.lex.IDF(t.lemma)})
+		seen[t.vec] = true
+		out = append(out, softTerm{id: t.vec, weight: t.idf})
 	}
 	return out
 }
 
-// softRerank mixes the soft-match score, scaled by its maximum over the
-// candidates, into scores.
-func (ix *Index) softRerank(scores map[int32]float64, qs []softTerm) {
-	if softWeight == 0 || len(qs) == 0 || len(scores) == 0 {
-		return
+// softScores returns, for each card in ids, the IDF-weighted mean over the
+// query words of their best cosine with a word of the card.
+func (ix *Index) softScores(ids []int32, qs []softTerm) []float64 {
+	out := make([]float64, len(ids))
+	if len(qs) == 0 {
+		return out
 	}
 	var wsum float64
 	for _, q := range qs {
 		wsum += q.weight
 	}
+	lex := ix.an.lex
 	qvs := make([][]float32, len(qs))
 	for i, q := range qs {
-		qvs[i] = ix.lex.Vector(q.id)
+		qvs[i] = lex.Vector(q.id)
 	}
-	sims := make(map[int32][]float64) // card word -> cosine with each query word
-	best := make([]float64, len(qs))
-	// Only the best softCandidates by fused score are reranked; the rest keep
-	// their order below them. This bounds the cost per query.
-	ids := make([]int32, 0, len(scores))
-	for id := range scores {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b int32) int {
-		if c := cmp.Compare(scores[b], scores[a]); c != 0 {
-			return c
+	sims := make(map[int32][]float32) // card word -> cosine with each query word
+	best := make([]float32, len(qs))
+	for k, id := range ids {
+		for i := range best {
+			best[i] = -1
 		}
-		return cmp.Compare(a, b)
-	})
-	if len(ids) > softCandidates {
-		ids = ids[:softCandidates]
-	}
-	soft := make(map[int32]float64, len(ids))
-	var maxSoft float64
-	for _, id := range ids {
-		clear(best)
 		for _, w := range ix.slots[id].words {
 			ws, ok := sims[w]
 			if !ok {
-				wv := ix.lex.Vector(w)
-				ws = make([]float64, len(qs))
+				wv := lex.Vector(w)
+				ws = make([]float32, len(qs))
 				for i, qv := range qvs {
 					ws[i] = dot32(qv, wv)
 				}
@@ -97,17 +90,21 @@ func (ix *Index) softRerank(scores map[int32]float64, qs []softTerm) {
 		}
 		var s float64
 		for i, q := range qs {
-			s += q.weight * best[i]
+			s += q.weight * max(0, float64(best[i])-softFloor)
 		}
-		s /= wsum
-		soft[id] = s
-		maxSoft = max(maxSoft, s)
-	}
-	for id, s := range scores {
-		var n float64
-		if maxSoft > 0 {
-			n = soft[id] / maxSoft
+		out[k] = s / wsum
+		if len(ix.slots[id].words) > 0 {
+			var c float64
+			for _, w := range ix.slots[id].words {
+				var m float32 = -1
+				for _, x := range sims[w] {
+					m = max(m, x)
+				}
+				c += max(0, float64(m)-softFloor)
+			}
+			c /= float64(len(ix.slots[id].words))
+			out[k] = (1-softBidir)*out[k] + softBidir*c
 		}
-		scores[id] = (1-softWeight)*s + softWeight*n
 	}
+	return out
 }

@@ -12,16 +12,11 @@ func TestSweep(t *testing.T) {
 		t.Skip("set SEARCH_SWEEP=1")
 	}
 	docs, qs, _ := loadDev(t)
-	for _, ip := range []float64{0, 0.2, 0.3, 0.4, 0.5} {
-		softWeight = ip
-		fmt.Println("softWeight", ip)
-		for _, wd := range []float64{0.4, 0.5, 0.6} {
-			for _, ew := range []float64{0.5} {
-				ix := buildIndex(t, docs, WithDenseWeight(wd), WithExpansionWeight(ew))
-				r := evalIndex(t, ix, qs, len(docs))
-				o := r.Overall
-				fmt.Printf("wd=%.1f ew=%.1f  top1=%.3f top10=%.3f MRR=%.3f MR=%.1f | para %.3f ind %.3f\n", wd, ew, o.Top1, o.Top10, o.MRR, o.MeanRank, r.ByDifficulty["paraphrase"].MRR, r.ByDifficulty["indirect"].MRR)
-			}
+	for _, wd := range []float64{0.4, 0.5, 0.6, 0.7} {
+		for _, ew := range []float64{0.3, 0.5} {
+			r := evalIndex(t, buildIndex(t, docs, WithDenseWeight(wd), WithExpansionWeight(ew)), qs, len(docs))
+			o := r.Overall
+			fmt.Printf("wd=%.1f ew=%.1f  top1=%.3f top10=%.3f MRR=%.3f MR=%.1f | para %.3f ind %.3f\n", wd, ew, o.Top1, o.Top10, o.MRR, o.MeanRank, r.ByDifficulty["paraphrase"].MRR, r.ByDifficulty["indirect"].MRR)
 		}
 	}
 }

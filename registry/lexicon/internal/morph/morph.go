@@ -10,6 +10,9 @@ import (
 // Words splits text into lowercase runs of letters and digits. Apostrophes
 // inside a word are dropped ("user's" -> "users") so possessives stay one token.
 func Words(text string) []string {
+	if out, ok := asciiWords(text); ok {
+		return out
+	}
 	var out []string
 	var b strings.Builder
 	flush := func() {
@@ -30,6 +33,42 @@ func Words(text string) []string {
 	}
 	flush()
 	return out
+}
+
+// asciiWords is Words for the common case of ASCII text without
+// apostrophes: lowercase words are substrings of text, so only words with
+// capitals are copied. It reports false when text needs the general path.
+func asciiWords(text string) ([]string, bool) {
+	out := make([]string, 0, len(text)/6+1)
+	start, upper := -1, false
+	flush := func(end int) {
+		if start >= 0 {
+			w := text[start:end]
+			if upper {
+				w = strings.ToLower(w)
+			}
+			out = append(out, w)
+			start, upper = -1, false
+		}
+	}
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+		case c >= 'A' && c <= 'Z':
+			upper = true
+		case c == '\'' || c >= 0x80:
+			return nil, false
+		default:
+			flush(i)
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+	}
+	flush(len(text))
+	return out, true
 }
 
 // IsStopword reports whether w is a function word that carries no capability.

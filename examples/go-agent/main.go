@@ -1,0 +1,90 @@
+// Command go-agent is a custom agent with a Go worker that joins a running
+// `ioa serve`: it registers its card, heartbeats, accepts invitations and
+// does the tasks it is assigned until interrupted (Ctrl-C), then
+// deregisters.
+//
+//	go run ./examples/go-agent --nats-url nats://127.0.0.1:4222
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/ioa-nats/ioa/agentkit"
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/agentkit/rules"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/nats-io/nats.go"
+)
+
+// Card is how the agent presents itself; the registry matches goals to it
+// by meaning, so the description and capabilities say what it does in
+// plain words.
+var Card = protocol.AgentCard{
+	Name:         "reverser",
+	Description:  "Reverses text: spells a word or a sentence backwards, letter by letter.",
+	Capabilities: []string{"reverse text", "spell backwards", "palindrome check"},
+	Type:         protocol.TypeTool,
+	Tags:         []string{"text", "example"},
+}
+
+func main() {
+	url := os.Getenv("NATS_URL")
+	if url == "" {
+		url = nats.DefaultURL // nats://127.0.0.1:4222, where `ioa serve` listens
+	}
+	flag.StringVar(&url, "nats-url", url, "NATS server of `ioa serve` [$NATS_URL]")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, url); err != nil {
+		fmt.Fprintln(os.Stderr, "go-agent:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves the agent on the server at url until ctx ends.
+func run(ctx context.Context, url string) error {
+	nc, err := nats.Connect(url, nats.Name("go-agent"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", url, err)
+	}
+	defer nc.Close()
+	subjects, err := bus.NewSubjects("ioa")
+	if err != nil {
+		return err
+	}
+	agent := agentkit.Agent{Card: Card, Worker: agentkit.WorkerFunc(reverse), Policy: rules.New(rules.Config{})}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	rt, err := agentkit.NewRuntime(nc, subjects, []agentkit.Agent{agent}, agentkit.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	log.Info("serving; Ctrl-C to stop", "agent", Card.Name, "nats", url)
+	return rt.Run(ctx)
+}
+
+// reverse is the worker. It reverses the text between single quotes in the
+// task (all of it when there are none). The context is cancelled when the
+// task times out or the chat ends; a long worker would watch it.
+func reverse(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
+	text := t.TaskDesc
+	if _, q, ok := strings.Cut(text, "'"); ok {
+		text, _, _ = strings.Cut(q, "'")
+	}
+	if strings.TrimSpace(text) == "" {
+		return agentkit.Result{}, errors.New("nothing to reverse")
+	}
+	r := []rune(text)
+	for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+		r[i], r[j] = r[j], r[i]
+	}
+	return agentkit.Result{Conclusion: fmt.Sprintf("'%s' reversed is '%s'", text, string(r))}, nil
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/examples/internal/stack"
+)
+
+// TestJoinServer runs the agent against the server stack over TCP, as it
+// would run against `ioa serve`, and submits a goal that names no team: the
+// coordinator must find the agent in the registry by meaning.
+func TestJoinServer(t *testing.T) {
+	s := stack.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, s.URL) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	s.WaitOnline(t, Card.Name)
+
+	res := s.Submit(t, protocol.GoalRequest{Goal: "Spell 'stressed' backwards."})
+	if res.Status != protocol.GoalConcluded {
+		t.Fatalf("status %s (%s), conclusion:\n%s", res.Status, res.Reason, res.Conclusion)
+	}
+	if want := "'stressed' reversed is 'desserts'"; !strings.Contains(res.Conclusion, want) {
+		t.Errorf("conclusion:\n%s\nwant it to contain %q", res.Conclusion, want)
+	}
+}
