@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -80,63 +80,79 @@ func (c Codec) Check(data []byte) error {
 	return scan(data)
 }
 
-// scan walks the tokens once to find syntax errors, duplicate keys and
-// excessive nesting, which encoding/json would accept silently.
+// scan finds what encoding/json would accept silently: duplicate keys,
+// excessive nesting and trailing data. json.Valid checks the syntax first,
+// so the walk below can assume well-formed JSON and stays allocation-light.
 func scan(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
+	if !json.Valid(data) {
+		var v any
+		err := json.Unmarshal(data, &v)
+		if err == nil {
+			err = errors.New("invalid JSON")
+		}
+		if strings.Contains(err.Error(), "unexpected end of JSON input") {
+			return protocol.Errorf(protocol.ErrInvalid, "truncated JSON")
+		}
+		if strings.Contains(err.Error(), "after top-level value") {
+			return protocol.Errorf(protocol.ErrInvalid, "trailing data after the JSON object")
+		}
+		return protocol.Errorf(protocol.ErrInvalid, "malformed JSON: %v", err)
+	}
 	type frame struct {
 		object bool
 		keys   map[string]struct{}
-		want   bool // object: the next token is a key
 	}
 	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			if len(stack) != 0 {
-				return protocol.Errorf(protocol.ErrInvalid, "truncated JSON")
-			}
-			return nil
-		}
-		if err != nil {
-			return protocol.Errorf(protocol.ErrInvalid, "malformed JSON: %v", err)
-		}
-		if n := len(stack); n > 0 && stack[n-1].object {
-			top := &stack[n-1]
-			if top.want {
-				if key, ok := tok.(string); ok {
-					if _, dup := top.keys[key]; dup {
-						return protocol.Errorf(protocol.ErrInvalid, "duplicate key %q", key)
-					}
-					top.keys[key] = struct{}{}
-					top.want = false
-					continue
-				}
-			} else {
-				top.want = true // this token is the value
-			}
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
+	expectKey := false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; c {
+		case '{', '[':
 			if len(stack) >= maxDepth {
 				return protocol.Errorf(protocol.ErrInvalid, "JSON nested deeper than %d", maxDepth)
 			}
-			obj := tok == json.Delim('{')
-			stack = append(stack, frame{object: obj, keys: map[string]struct{}{}, want: obj})
-		case json.Delim('}'), json.Delim(']'):
+			stack = append(stack, frame{object: c == '{'})
+			expectKey = c == '{'
+		case '}', ']':
 			stack = stack[:len(stack)-1]
-		}
-		if len(stack) == 0 && dec.More() {
-			return protocol.Errorf(protocol.ErrInvalid, "trailing data after the JSON object")
-		}
-		if len(stack) == 0 {
-			if _, err := dec.Token(); err != io.EOF {
-				return protocol.Errorf(protocol.ErrInvalid, "trailing data after the JSON object")
+			expectKey = false
+		case ',':
+			expectKey = len(stack) > 0 && stack[len(stack)-1].object
+		case '"':
+			end := stringEnd(data, i)
+			if expectKey {
+				top := &stack[len(stack)-1]
+				key := data[i+1 : end]
+				k := string(key)
+				if bytes.IndexByte(key, '\\') >= 0 {
+					_ = json.Unmarshal(data[i:end+1], &k) // valid JSON: unescape for comparison
+				}
+				if top.keys == nil {
+					top.keys = map[string]struct{}{}
+				}
+				if _, dup := top.keys[k]; dup {
+					return protocol.Errorf(protocol.ErrInvalid, "duplicate key %q", k)
+				}
+				top.keys[k] = struct{}{}
+				expectKey = false
 			}
-			return nil
+			i = end
 		}
 	}
+	return nil
+}
+
+// stringEnd returns the index of the quote that closes the string opening
+// at data[start].
+func stringEnd(data []byte, start int) int {
+	for i := start + 1; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(data) - 1
 }
 
 // Encode marshals a reply; protocol types always marshal.

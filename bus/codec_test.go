@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -60,7 +61,7 @@ func TestCodecRejectsWhatProtocolForbids(t *testing.T) {
 }
 
 func FuzzCodec(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a":1}`, `{"a":1,"a":2}`, `null`, `[1,2]`, `{"a":[{"b":{}}]}`, "{\"\xff\":1}", `{"a":"\u0000"}`} {
+	for _, s := range []string{`{}`, `{"a":1}`, `{"a":1,"a":2}`, `{"\\u0061":1,"a":2}`, `{"a":[{"b":1,"b":2}]}`, `{"a":"x\\"y","b":1}`, `null`, `[1,2]`, `{"a":[{"b":{}}]}`, "{\"\xff\":1}", `{"a":"\u0000"}`} {
 		f.Add([]byte(s))
 	}
 	c := bus.Codec{MaxBytes: 4096}
@@ -74,9 +75,52 @@ func FuzzCodec(f *testing.F) {
 			}
 			return
 		}
-		// Anything accepted is a JSON object that encoding/json also accepts.
+		// Anything accepted is a JSON object that encoding/json also accepts,
+		// and has no duplicate key by a slow reference walk.
 		if v == nil || !json.Valid(data) {
 			t.Fatalf("accepted %q", data)
 		}
+		if refHasDuplicate(data) {
+			t.Fatalf("accepted a duplicate key: %q", data)
+		}
 	})
+}
+
+// refHasDuplicate is a slow, obviously right duplicate-key check.
+func refHasDuplicate(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	type frame struct {
+		keys    map[string]bool
+		wantKey bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if n := len(stack); n > 0 && stack[n-1].keys != nil {
+			top := stack[n-1]
+			if top.wantKey {
+				if k, ok := tok.(string); ok {
+					if top.keys[k] {
+						return true
+					}
+					top.keys[k] = true
+					top.wantKey = false
+					continue
+				}
+			} else {
+				top.wantKey = true
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+	}
 }

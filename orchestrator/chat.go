@@ -67,16 +67,44 @@ func (s *Service) chatFor(ctx context.Context, comm string) (*chatRecord, error)
 	if old != nil && !old.stale {
 		return old, nil
 	}
+	if old == nil {
+		s.mu.Lock()
+		rec := s.ended[comm]
+		s.mu.Unlock()
+		if rec != nil {
+			return rec, nil
+		}
+	}
 	rec, err := s.rebuild(ctx, comm)
 	if err != nil {
 		return nil, err
 	}
-	if !rec.Chat.Ended() || old != nil {
-		// An open chat stays in memory so the sweeper keeps its deadlines;
-		// an ended one leaves at the next sweep.
+	if rec.Chat.Ended() {
+		s.retire(comm, rec)
+	} else {
+		// An open chat stays in memory so the sweeper keeps its deadlines.
 		s.setActive(comm, rec)
 	}
 	return rec, nil
+}
+
+// maxEndedChats bounds the ended chats kept in memory to answer late
+// messages (a result after the conclusion) without reading the log again.
+const maxEndedChats = 1024
+
+// retire moves an ended chat out of the swept set into a small cache.
+func (s *Service) retire(comm string, rec *chatRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.active, comm)
+	if _, ok := s.ended[comm]; !ok {
+		s.endedOrder = append(s.endedOrder, comm)
+		if len(s.endedOrder) > maxEndedChats {
+			delete(s.ended, s.endedOrder[0])
+			s.endedOrder = s.endedOrder[1:]
+		}
+	}
+	s.ended[comm] = rec
 }
 
 // invalidate marks a chat's record as possibly behind its log (an append

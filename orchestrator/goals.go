@@ -194,6 +194,10 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 		g.Status = protocol.GoalForming
 		return nil
 	}); err != nil {
+		if !errors.Is(err, errSkip) {
+			// Left as it is, the goal would wait in accepted for ever.
+			s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the goal: "+err.Error(), nil)
+		}
 		return
 	}
 	subject, err := s.subj.AgentLaunchSubject(st.Launcher)
@@ -263,21 +267,32 @@ func (s *Service) getGoal(ctx context.Context, id string) (protocol.GoalStatus, 
 
 // updateGoal applies fn to the goal's record with compare-and-set, retrying
 // on conflicts. fn returning errSkip leaves the record alone.
+// A read that fails as unavailable (a cluster electing the bucket's leader)
+// is retried too, with a growing pause, for about ten seconds in all.
 func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.GoalStatus) error) (protocol.GoalStatus, error) {
+	pause := 10 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		st, rev, err := s.getGoal(ctx, id)
-		if err != nil {
+		if err != nil && !errors.Is(err, protocol.ErrUnavailable) {
 			return st, err
 		}
-		if err := fn(&st); err != nil {
-			return st, err
+		if err == nil {
+			if err := fn(&st); err != nil {
+				return st, err
+			}
+			st.UpdatedAt = time.Now().UTC()
+			if _, err = s.goals.Update(ctx, id, bus.Encode(st), rev); err == nil {
+				return st, nil
+			}
 		}
-		st.UpdatedAt = time.Now().UTC()
-		if _, err := s.goals.Update(ctx, id, bus.Encode(st), rev); err == nil {
-			return st, nil
-		} else if attempt >= 20 || ctx.Err() != nil {
+		if attempt >= 25 || ctx.Err() != nil {
 			return st, fmt.Errorf("update goal %s: %w", id, err)
 		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 500*time.Millisecond)
 	}
 }
 

@@ -237,7 +237,7 @@ func (s *Service) effects(ctx context.Context, comm string, rec *chatRecord, pre
 	c := rec.Chat
 	switch {
 	case c.Ended():
-		s.setActive(comm, nil)
+		s.retire(comm, rec)
 		status, reason, text := c.Outcome, c.Reason, c.Conclusion
 		if status == protocol.GoalConcluded && c.Reason == "turn_limit" {
 			reason = "turn_limit: concluded in the launcher's last turn"

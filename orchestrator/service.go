@@ -89,8 +89,10 @@ type Service struct {
 	shards []chan func()
 	limits *rateLimits
 
-	mu     sync.Mutex
-	active map[string]*chatRecord // comm_id -> record of the chats this instance referees
+	mu         sync.Mutex
+	active     map[string]*chatRecord // comm_id -> record of the open chats this instance referees
+	ended      map[string]*chatRecord // recently ended chats, for late messages
+	endedOrder []string
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -105,7 +107,7 @@ func New(b *bus.Bus, cfg Config) (*Service, error) {
 	}
 	return &Service{
 		cfg: cfg, b: b, subj: b.Subjects(), codec: b.Codec(), log: cfg.Logger,
-		active: map[string]*chatRecord{},
+		active: map[string]*chatRecord{}, ended: map[string]*chatRecord{},
 		limits: newRateLimits(cfg.AgentRate, cfg.AgentBurst),
 	}, nil
 }

@@ -48,7 +48,7 @@ func (s *Service) checkChat(ctx context.Context, comm string) {
 	}
 	c := rec.Chat
 	if c.Ended() {
-		s.setActive(comm, nil)
+		s.retire(comm, rec)
 		return
 	}
 	s.saveRecord(ctx, comm, rec)
