@@ -17,6 +17,10 @@ func TestErrors(t *testing.T) {
 	b, s := newRegistry(t, Config{MaxDescriptionBytes: 100, MaxCardBytes: 1000})
 	nc := b.Conn()
 	register(t, nc, b, card("known", "a known agent"))
+	// On a loaded machine the index may lag the acknowledged write a moment.
+	for deadline := time.Now().Add(10 * time.Second); s.Len() != 1 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 
 	cardJSON := func(c protocol.AgentCard) string { return string(bus.Encode(c)) }
 	tests := []struct {
