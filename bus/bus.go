@@ -266,6 +266,9 @@ func (b *Bus) provisionRetry(ctx context.Context) error {
 	for {
 		pctx, cancel := context.WithTimeout(ctx, provisionAttempt)
 		err := b.provision(pctx)
+		if err == nil && b.cfg.Replicas > 1 {
+			err = b.readFromLeaders(pctx)
+		}
 		cancel()
 		if err == nil || !jetStreamNotReady(err) || time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
 			return err
@@ -278,6 +281,30 @@ func (b *Bus) provisionRetry(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// readFromLeaders turns direct gets off on the replicated streams and
+// buckets. A direct get is answered by any replica, and a follower may not
+// have applied a write its leader has acknowledged: the orchestrator would
+// not find a goal it has just created, or a chat it has just started. With
+// direct gets off, reads go to the leader, which costs a little latency and
+// keeps read-after-write. Handles opened after this read the setting.
+func (b *Bus) readFromLeaders(ctx context.Context) error {
+	for _, name := range []string{StreamChats, StreamTasks, StreamGoals, "KV_" + BucketAgents, "KV_" + BucketGoals, "KV_" + BucketChats} {
+		st, err := b.js.Stream(ctx, name)
+		if err != nil {
+			return fmt.Errorf("bus: stream %s: %w", name, err)
+		}
+		cfg := st.CachedInfo().Config
+		if !cfg.AllowDirect {
+			continue
+		}
+		cfg.AllowDirect = false
+		if _, err := b.js.UpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("bus: stream %s: direct get off: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // jetStreamNotReady reports errors that a forming cluster gives before it
@@ -410,7 +437,7 @@ func (b *Bus) Shutdown(ctx context.Context) error {
 	conns = append(conns, b.nc)
 	var errs []error
 	for _, nc := range conns {
-		if err := drain(ctx, nc); err != nil {
+		if err := Drain(ctx, nc); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -425,7 +452,9 @@ func (b *Bus) Close() error {
 	return b.Shutdown(ctx)
 }
 
-func drain(ctx context.Context, nc *nats.Conn) error {
+// Drain lets the replies and messages still in flight on nc go out, then
+// closes it; past ctx's deadline it closes nc at once.
+func Drain(ctx context.Context, nc *nats.Conn) error {
 	if nc == nil || nc.IsClosed() {
 		return nil
 	}

@@ -227,7 +227,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 			err = errors.Join(err, ctx.Err())
 		}
 		if s.nc != nil {
-			s.nc.Close()
+			err = errors.Join(err, bus.Drain(ctx, s.nc))
 		}
 	})
 	return err

@@ -257,7 +257,7 @@ func (s *Service) stopLocked(ctx context.Context) error {
 		}
 	}
 	if s.nc != nil {
-		if err := drain(ctx, s.nc); err != nil {
+		if err := bus.Drain(ctx, s.nc); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -265,26 +265,6 @@ func (s *Service) stopLocked(ctx context.Context) error {
 		return fmt.Errorf("registry: shutdown: %w", err)
 	}
 	return nil
-}
-
-// drain flushes the replies of requests still being handled, then closes nc.
-func drain(ctx context.Context, nc *nats.Conn) error {
-	if nc.IsClosed() {
-		return nil
-	}
-	closed := make(chan struct{})
-	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if err := nc.Drain(); err != nil {
-		nc.Close()
-		return nil
-	}
-	select {
-	case <-closed:
-		return nil
-	case <-ctx.Done():
-		nc.Close()
-		return fmt.Errorf("draining: %w", ctx.Err())
-	}
 }
 
 // Len is the number of agents this instance knows.
