@@ -2,6 +2,7 @@ package search
 
 import (
 	"container/heap"
+	"math"
 	"runtime"
 	"sync"
 )
@@ -14,6 +15,8 @@ import (
 type denseStore struct {
 	dim    int
 	chunks [][]float32 // each denseChunk rows of dim
+	sum    []float64   // of the rows in use, for the mean card
+	rows   int         // rows in use
 }
 
 const denseChunk = 1024
@@ -33,6 +36,46 @@ func (s *denseStore) set(id int32, v []float32) []float32 {
 	r := s.row(id)
 	copy(r, v)
 	return r
+}
+
+// use counts row v into the mean card; drop takes it out again.
+func (s *denseStore) use(v []float32) {
+	if s.sum == nil {
+		s.sum = make([]float64, len(v))
+	}
+	for i, x := range v {
+		s.sum[i] += float64(x)
+	}
+	s.rows++
+}
+
+func (s *denseStore) drop(v []float32) {
+	for i, x := range v {
+		s.sum[i] -= float64(x)
+	}
+	s.rows--
+}
+
+// mean returns the mean of the rows in use.
+func (s *denseStore) mean() []float32 {
+	m := make([]float32, s.dim)
+	if s.rows > 0 {
+		for i, x := range s.sum {
+			m[i] = float32(x / float64(s.rows))
+		}
+	}
+	return m
+}
+
+// centredScale is 1/|row - mean| for a unit row, which turns a dot product
+// with a centred query into the cosine of the centred vectors.
+func centredScale(row, mean []float32) float64 {
+	var rm, mm float64
+	for i, m := range mean {
+		rm += float64(m) * float64(row[i])
+		mm += float64(m) * float64(m)
+	}
+	return 1 / math.Sqrt(max(1e-6, 1-2*rm+mm))
 }
 
 // similarities writes the dot product of q with the first len(out) rows into

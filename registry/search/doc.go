@@ -9,7 +9,10 @@
 // BM25F inverted index over the stemmed name, description, capabilities and
 // tags, with query words expanded by their WordNet relatives. Each view's
 // scores are scaled to [0,1] per query before a weighted sum, so neither
-// needs tuning to a corpus or an embedder's similarity range.
+// needs tuning to a corpus or an embedder's similarity range. What the index
+// knows of its own cards adapts the ranker to any corpus: the dense view is
+// centred on the mean card, which keeps generic cards from becoming hubs, and
+// query and card words are weighted by how few cards share them.
 //
 // Evaluate, LoadAgents, LoadQueries and BM25Baseline measure a ranker on a
 // labelled set such as shared/data/discovery-dev.

@@ -118,7 +118,9 @@ type Index struct {
 
 type slot struct {
 	name  string
-	words []int32 // distinct lexicon vector ids of the card's words
+	words []int32   // distinct lexicon vector ids of the card's words
+	widf  []float32 // by word: its WordNet IDF
+	wterm []int32   // by word: its lexical term, whose postings count the cards using it
 }
 
 // searchBufs are per-search scratch arrays indexed by slot.
@@ -218,7 +220,7 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 		addHashed(vec, d.Name, 1)
 		normalize(vec)
 	}
-	words := vectorWords(&fields)
+	words, wstems, widf := vectorWords(&fields)
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -237,16 +239,25 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 		id = int32(len(ix.slots))
 		ix.slots = append(ix.slots, slot{})
 	}
+	if ok {
+		ix.dense.drop(ix.dense.row(id))
+	}
 	row := ix.dense.set(id, vec)
+	ix.dense.use(row)
 	if err := ix.coll.AddDocument(ctx, chromem.Document{ID: d.Name, Embedding: row}); err != nil {
 		if fresh {
+			ix.dense.drop(row)
 			ix.free = append(ix.free, id)
 		}
 		return fmt.Errorf("search: upsert %q: %w", d.Name, err)
 	}
-	ix.slots[id] = slot{name: d.Name, words: words}
 	ix.byName[d.Name] = id
 	ix.text.add(id, &fields)
+	wterm := make([]int32, len(wstems))
+	for i, s := range wstems {
+		wterm[i] = ix.text.terms[s]
+	}
+	ix.slots[id] = slot{name: d.Name, words: words, widf: widf, wterm: wterm}
 	return nil
 }
 
@@ -262,6 +273,7 @@ func (ix *Index) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("search: delete %q: %w", name, err)
 	}
 	ix.text.remove(id)
+	ix.dense.drop(ix.dense.row(id))
 	ix.slots[id] = slot{}
 	ix.free = append(ix.free, id)
 	delete(ix.byName, name)
@@ -282,8 +294,9 @@ const minPool = 50
 
 // prepared is one analysed query text.
 type prepared struct {
+	ts    []term // the text's own terms
 	terms []queryTerm
-	vec   []float32
+	vec   []float32 // nil for the local embedder until the index is locked
 	soft  []softTerm
 }
 
@@ -295,18 +308,18 @@ func (ix *Index) prepare(ctx context.Context, text string) (prepared, bool, erro
 	}
 	var vec []float32
 	if ix.local {
+		// The local query vector weighs words by how well they tell the
+		// cards apart, which needs the index: it is built in searchOne.
 		if err := ctx.Err(); err != nil {
 			return prepared{}, false, embedErr(err)
 		}
-		vec = make([]float32, ix.an.lex.Dim())
-		finishLocal(ix.an.lex, vec, addTerms(ix.an.lex, vec, ts, 1))
 	} else {
 		var err error
 		if vec, err = ix.embed(ctx, text); err != nil {
 			return prepared{}, false, embedErr(err)
 		}
 	}
-	return prepared{terms: terms, vec: vec, soft: softTerms(ts)}, true, nil
+	return prepared{ts: ts, terms: terms, vec: vec}, true, nil
 }
 
 // Search ranks the documents for q.
@@ -384,6 +397,7 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 type cand struct {
 	id               int32
 	dense, lex, soft float64
+	scale            float64 // 1/|card - mean card|, for the centred cosine
 }
 
 // searchOne gathers the candidates for one query text, the nearest vectors
@@ -392,6 +406,10 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 	wd := ix.opts.denseWeight
 	n := len(ix.slots)
 	want := max(4*limit, minPool)
+	p.soft = ix.softTerms(p.ts)
+	if ix.local {
+		p.vec = ix.queryVector(p.ts)
+	}
 
 	acc := bufs.acc[:n]
 	touched := ix.text.score(p.terms, acc, nil)
@@ -416,13 +434,19 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 		}
 	}
 	denseOn := wd > 0 && !isZero(p.vec)
-	var sims []float32
+	var sims, mean, centred []float32
 	if denseOn {
 		if len(p.vec) != ix.dense.dim {
 			return nil, fmt.Errorf("search: query: %w: %d dimensions, the index has %d", ErrDimension, len(p.vec), ix.dense.dim)
 		}
 		sims = bufs.sims[:n]
-		ix.dense.similarities(p.vec, sims)
+		// Centring: with the mean card subtracted from the query, a card
+		// that is merely close to every card (a hub) no longer comes first
+		// for tasks it does not fit.
+		mean = ix.dense.mean()
+		centred = slices.Clone(p.vec)
+		axpy(centred, -1, mean)
+		ix.dense.similarities(centred, sims)
 		denseTop := newTopK(want)
 		for id, s := range sims {
 			if s := float64(s); denseTop.admits(s) && keep(int32(id)) {
@@ -446,7 +470,8 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 	for i, id := range ids {
 		cs[i] = cand{id: id, lex: acc[id]}
 		if denseOn {
-			cs[i].dense = float64(sims[id])
+			cs[i].scale = centredScale(ix.dense.row(id), mean)
+			cs[i].dense = float64(sims[id]) * cs[i].scale
 		}
 	}
 	ix.addSoft(cs, p.soft, denseOn)
@@ -457,13 +482,16 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 	if denseOn && len(cs) > prfDocs {
 		order := slices.Clone(cs)
 		slices.SortFunc(order, func(a, b cand) int { return cmp.Compare(fused[b.id], fused[a.id]) })
-		q := slices.Clone(p.vec)
+		// All in centred space: the query and the feedback cards less the
+		// mean card, scored by cosine with the centred cards.
+		q := slices.Clone(centred)
 		for _, c := range order[:prfDocs] {
 			axpy(q, float32(prfAlpha/float64(prfDocs)), ix.dense.row(c.id))
 		}
-		normalize(q)
+		axpy(q, -float32(prfAlpha), mean)
+		qm := float64(dot32(q, mean))
 		for i := range cs {
-			cs[i].dense = float64(dot32(q, ix.dense.row(cs[i].id)))
+			cs[i].dense = (float64(dot32(q, ix.dense.row(cs[i].id))) - qm) * cs[i].scale
 		}
 		fused = ix.fuse(cs, denseOn)
 	}

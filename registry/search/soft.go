@@ -1,9 +1,5 @@
 package search
 
-import (
-	"slices"
-)
-
 // Soft matching: each query word is matched to its most similar word of the
 // card in WordNet vector space, so "cancel" meets "churn" even when the
 // averaged card vector is dominated by other words. It scores the candidates
@@ -25,21 +21,27 @@ const (
 	softBidir = 0.5
 )
 
-// vectorWords returns the distinct word-vector rows of a card's terms.
-func vectorWords(fields *[numFields][]term) []int32 {
+// vectorWords returns the distinct word-vector rows of a card's terms with
+// their stems.
+func vectorWords(fields *[numFields][]term) ([]int32, []string, []float32) {
+	seen := map[int32]bool{}
 	var ids []int32
+	var stems []string
+	var idfs []float32
 	for _, ts := range fields {
 		for _, t := range ts {
-			if t.vec >= 0 {
+			if t.vec >= 0 && !seen[t.vec] {
+				seen[t.vec] = true
 				ids = append(ids, t.vec)
+				stems = append(stems, t.stem)
+				idfs = append(idfs, float32(t.idf))
 			}
 		}
 	}
-	slices.Sort(ids)
-	return slices.Clip(slices.Compact(ids))
+	return ids, stems, idfs
 }
 
-func softTerms(ts []term) []softTerm {
+func (ix *Index) softTerms(ts []term) []softTerm {
 	seen := map[int32]bool{}
 	var out []softTerm
 	for _, t := range ts {
@@ -47,13 +49,17 @@ func softTerms(ts []term) []softTerm {
 			continue
 		}
 		seen[t.vec] = true
-		out = append(out, softTerm{id: t.vec, weight: t.idf})
+		out = append(out, softTerm{id: t.vec, weight: t.idf * ix.text.specificity(ix.text.df(t.stem))})
 	}
 	return out
 }
 
 // softScores returns, for each card in ids, the IDF-weighted mean over the
-// query words of their best cosine with a word of the card.
+// query words of their best cosine with a word of the card, mixed with the
+// same in the card-to-query direction. Words are weighted by their WordNet
+// IDF times their specificity in the index, so that words most cards share
+// ("data", "help") neither make a task look like every card nor a card look
+// like every task.
 func (ix *Index) softScores(ids []int32, qs []softTerm) []float64 {
 	out := make([]float64, len(ids))
 	if len(qs) == 0 {
@@ -94,16 +100,20 @@ func (ix *Index) softScores(ids []int32, qs []softTerm) []float64 {
 		}
 		out[k] = s / wsum
 		if len(ix.slots[id].words) > 0 {
-			var c float64
-			for _, w := range ix.slots[id].words {
+			var c, cw float64
+			sl := &ix.slots[id]
+			for j, w := range sl.words {
 				var m float32 = -1
 				for _, x := range sims[w] {
 					m = max(m, x)
 				}
-				c += max(0, float64(m)-softFloor)
+				ww := float64(sl.widf[j]) * ix.text.specificity(len(ix.text.postings[sl.wterm[j]]))
+				c += ww * max(0, float64(m)-softFloor)
+				cw += ww
 			}
-			c /= float64(len(ix.slots[id].words))
-			out[k] = (1-softBidir)*out[k] + softBidir*c
+			if cw > 0 {
+				out[k] = (1-softBidir)*out[k] + softBidir*c/cw
+			}
 		}
 	}
 	return out
