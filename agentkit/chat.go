@@ -27,7 +27,7 @@ type chatLoop struct {
 	a         *agentState
 	comm      string
 	log       *slog.Logger
-	in        chan protocol.AgentMessage
+	in        chan *protocol.AgentMessage // pointers: a queue of values would cost ~100 KiB per chat
 	done      chan struct{}
 	concluded atomic.Bool
 
@@ -56,7 +56,7 @@ func newChatLoop(a *agentState, comm string) *chatLoop {
 		a:       a,
 		comm:    comm,
 		log:     a.log.With("comm_id", comm),
-		in:      make(chan protocol.AgentMessage, chatQueue),
+		in:      make(chan *protocol.AgentMessage, chatQueue),
 		done:    make(chan struct{}),
 		pending: map[uint64]protocol.AgentMessage{},
 		started: map[string]int{},
@@ -76,11 +76,11 @@ func (l *chatLoop) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case m := <-l.in:
-			l.receive(ctx, m)
+			l.receive(ctx, *m)
 			for more := true; more; {
 				select {
 				case m := <-l.in:
-					l.receive(ctx, m)
+					l.receive(ctx, *m)
 				default:
 					more = false
 				}
@@ -138,7 +138,7 @@ func (l *chatLoop) refresh(ctx context.Context) {
 	for {
 		select {
 		case m := <-l.in:
-			l.receive(ctx, m)
+			l.receive(ctx, *m)
 			continue
 		default:
 		}

@@ -89,7 +89,7 @@ func (rt *router) deliver(ctx context.Context, nm *nats.Msg) {
 		return
 	}
 	select {
-	case l.in <- m:
+	case l.in <- &m:
 	default:
 		// The chat's goroutine is busy (a slow policy); it finds the gap
 		// and reads the message from history.
