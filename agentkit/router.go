@@ -15,7 +15,7 @@ const maxEnded = 4096
 // its chat's goroutine, starting one for a chat it has not seen.
 type router struct {
 	a       *agentState
-	invites chan protocol.InviteRequest
+	invites chan string // comm ids of chats the agent was invited to
 	rejoins chan string
 	chats   map[string]*chatLoop
 	ended   map[string]struct{}
@@ -25,7 +25,7 @@ type router struct {
 func newRouter(a *agentState) *router {
 	return &router{
 		a:       a,
-		invites: make(chan protocol.InviteRequest, 64),
+		invites: make(chan string, 64),
 		rejoins: make(chan string, 256),
 		chats:   map[string]*chatLoop{},
 		ended:   map[string]struct{}{},
@@ -37,7 +37,7 @@ func newRouter(a *agentState) *router {
 // message that follows.
 func (rt *router) invited(inv protocol.InviteRequest) {
 	select {
-	case rt.invites <- inv:
+	case rt.invites <- inv.CommID:
 	default:
 	}
 }
@@ -56,8 +56,8 @@ func (rt *router) run(ctx context.Context, in <-chan *nats.Msg) {
 		select {
 		case <-ctx.Done():
 			return
-		case inv := <-rt.invites:
-			rt.loop(ctx, inv.CommID)
+		case comm := <-rt.invites:
+			rt.loop(ctx, comm)
 		case comm := <-rt.rejoins:
 			if l := rt.loop(ctx, comm); l != nil {
 				l.kick()
