@@ -25,30 +25,7 @@ import (
 // runAgents runs agentkit agents on w until the test ends.
 func runAgents(t *testing.T, w *world, agents ...agentkit.Agent) {
 	t.Helper()
-	nc, err := w.b.NewConn("agents")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := agentkit.NewRuntime(nc, w.b.Subjects(), agents)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("runtime: %v", err)
-		}
-	})
-	// The agents are usable once the registry knows them.
-	for _, a := range agents {
-		waitFor(t, a.Card.Name+" registered", func() bool {
-			var info protocol.AgentInfo
-			return requestJSON(t, w, "registry.get", protocol.NameRequest{Name: a.Card.Name}, &info) == nil && info.Online
-		})
-	}
+	w.RunAgents(t, nil, agents...)
 }
 
 var mulRE = regexp.MustCompile(`(\d+)\s*[*x×]\s*(\d+)`)

@@ -13,9 +13,8 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/bus/bustest"
+	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/orchestrator"
-	"github.com/ioa-nats/ioa/registry"
 	"github.com/nats-io/nats.go"
 )
 
@@ -202,48 +201,24 @@ func (a *wireAgent) log(comm string) []protocol.AgentMessage {
 
 // world is a bus with a registry and an orchestrator.
 type world struct {
-	b    *bus.Bus
-	nc   *nats.Conn
-	orch *orchestrator.Service
+	*stacktest.Stack
+	b  *bus.Bus
+	nc *nats.Conn
 }
 
 func newWorld(t testing.TB, cfg orchestrator.Config) *world {
 	t.Helper()
-	b := bustest.New(t)
-	ctx := t.Context()
-	reg, err := registry.New(b, registry.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Shutdown(context.Background()) })
 	if cfg.Logger == nil && testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	orch, err := orchestrator.New(b, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := orch.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = orch.Shutdown(context.Background()) })
-	return &world{b: b, nc: b.Conn(), orch: orch}
+	s := stacktest.Start(t, stacktest.Options{Orchestrator: cfg})
+	return &world{Stack: s, b: s.Bus, nc: s.Bus.Conn()}
 }
 
 // submitWait submits a goal with wait and returns its result.
 func (w *world) submitWait(t testing.TB, req protocol.GoalRequest) protocol.GoalResult {
 	t.Helper()
-	req.Wait = true
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	var res protocol.GoalResult
-	if err := bus.Request(ctx, w.nc, w.b.Subjects().Goal(bus.GoalSubmit), req, &res); err != nil {
-		t.Fatalf("submit: %v", err)
-	}
-	return res
+	return w.SubmitWithin(t, req, 30*time.Second)
 }
 
 // chatLog reads a chat's authoritative log from the stream via history.
@@ -264,11 +239,5 @@ func card(name, desc string) protocol.AgentCard {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	stacktest.WaitFor(t, what, cond)
 }

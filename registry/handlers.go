@@ -19,8 +19,9 @@ import (
 const maxListLimit = 1000
 
 // settleTimeout bounds how long a write waits for this instance's view to
-// show it, so that a search right after a register sees the new card.
-const settleTimeout = 2 * time.Second
+// show it, so that a search right after a register sees the new card
+// (the view follows a KV watch, which lags under load).
+const settleTimeout = 10 * time.Second
 
 // casRetries bounds the read-modify-write loop of register.
 const casRetries = 5
@@ -127,7 +128,7 @@ func (s *Service) store(ctx context.Context, card *protocol.AgentCard, owner str
 		e, gerr := s.agents.Get(ctx, card.Name)
 		switch {
 		case errors.Is(gerr, jetstream.ErrKeyNotFound):
-			rev, err = s.agents.Create(ctx, card.Name, mustJSON(rec))
+			rev, err = s.agents.Create(ctx, card.Name, bus.Encode(rec))
 		case gerr != nil:
 			return record{}, 0, kvError("read card", gerr)
 		default:
@@ -135,7 +136,7 @@ func (s *Service) store(ctx context.Context, card *protocol.AgentCard, owner str
 			if json.Unmarshal(e.Value(), &old) == nil && !old.RegisteredAt.IsZero() {
 				rec.RegisteredAt = old.RegisteredAt
 			}
-			rev, err = s.agents.Update(ctx, card.Name, mustJSON(rec), e.Revision())
+			rev, err = s.agents.Update(ctx, card.Name, bus.Encode(rec), e.Revision())
 		}
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			continue // another instance wrote the same name meanwhile
@@ -272,12 +273,4 @@ func (s *Service) settle(ctx context.Context, cond func(v *view) bool) {
 
 func kvError(op string, err error) error {
 	return protocol.Errorf(protocol.ErrUnavailable, "%s: %v", op, err)
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // records always marshal
-	}
-	return b
 }

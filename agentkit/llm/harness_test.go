@@ -18,14 +18,14 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/llm/llmtest"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/bus/bustest"
+	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/orchestrator"
-	"github.com/ioa-nats/ioa/registry"
 	"github.com/nats-io/nats.go"
 )
 
 // world is a real embedded NATS with the real registry and orchestrator.
 type world struct {
+	*stacktest.Stack
 	b  *bus.Bus
 	nc *nats.Conn
 }
@@ -39,15 +39,6 @@ func testLogger() *slog.Logger {
 
 func newWorld(t *testing.T, cfg orchestrator.Config) *world {
 	t.Helper()
-	b := bustest.New(t)
-	reg, err := registry.New(b, registry.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Shutdown(context.Background()) })
 	if cfg.SpeakerTimeout == 0 {
 		cfg.SpeakerTimeout = 10 * time.Second
 	}
@@ -58,49 +49,19 @@ func newWorld(t *testing.T, cfg orchestrator.Config) *world {
 		cfg.TaskTimeout = 20 * time.Second
 	}
 	cfg.Logger = testLogger()
-	orch, err := orchestrator.New(b, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := orch.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = orch.Shutdown(context.Background()) })
-	return &world{b: b, nc: b.Conn()}
+	s := stacktest.Start(t, stacktest.Options{Orchestrator: cfg})
+	return &world{Stack: s, b: s.Bus, nc: s.Bus.Conn()}
 }
 
 // run hosts agents in an agentkit runtime until the test ends, and waits
 // until the registry has them online.
 func (w *world) run(t *testing.T, agents ...agentkit.Agent) {
 	t.Helper()
-	nc, err := w.b.NewConn("agents")
-	if err != nil {
-		t.Fatal(err)
-	}
 	opts := []agentkit.Option{agentkit.WithPolicyTimeout(20 * time.Second), agentkit.WithTaskTimeout(20 * time.Second)}
 	if l := testLogger(); l != nil {
 		opts = append(opts, agentkit.WithLogger(l))
 	}
-	rt, err := agentkit.NewRuntime(nc, w.b.Subjects(), agents, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("runtime: %v", err)
-		}
-		nc.Close()
-	})
-	for _, a := range agents {
-		waitFor(t, a.Card.Name+" online", func() bool {
-			var info protocol.AgentInfo
-			return bus.Request(t.Context(), w.nc, w.b.Subjects().Registry(bus.RegistryGet), protocol.NameRequest{Name: a.Card.Name}, &info) == nil && info.Online
-		})
-	}
+	w.RunAgents(t, opts, agents...)
 }
 
 // submit runs a goal to its end and returns its result.

@@ -22,9 +22,8 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/bus/bustest"
 	"github.com/ioa-nats/ioa/orchestrator"
-	"github.com/ioa-nats/ioa/registry"
+	"github.com/ioa-nats/ioa/internal/stacktest"
 )
 
 // cliWorld is a running runtime (NATS, registry, orchestrator, agents) for
@@ -36,60 +35,11 @@ type cliWorld struct {
 
 func newCLIWorld(t *testing.T, agents ...agentkit.Agent) *cliWorld {
 	t.Helper()
-	b := bustest.New(t)
-	ctx := t.Context()
-	reg, err := registry.New(b, registry.Config{})
-	if err != nil {
-		t.Fatal(err)
+	s := stacktest.Start(t, stacktest.Options{})
+	if len(agents) > 0 {
+		s.RunAgents(t, nil, agents...)
 	}
-	if err := reg.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Shutdown(context.Background()) })
-	orch, err := orchestrator.New(b, orchestrator.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := orch.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = orch.Shutdown(context.Background()) })
-	w := &cliWorld{b: b, url: b.ClientURL()}
-	if len(agents) == 0 {
-		return w
-	}
-	nc, err := b.NewConn("agents")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := agentkit.NewRuntime(nc, b.Subjects(), agents)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(rctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agents: %v", err)
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for _, a := range agents {
-		for {
-			var info protocol.AgentInfo
-			err := bus.Request(ctx, b.Conn(), b.Subjects().Registry(bus.RegistryGet), protocol.NameRequest{Name: a.Card.Name}, &info)
-			if err == nil && info.Online {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("agent %s never came online: %v", a.Card.Name, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	return w
+	return &cliWorld{b: s.Bus, url: s.URL}
 }
 
 var productRE = regexp.MustCompile(`(\d+)\s*[*x×]\s*(\d+)`)

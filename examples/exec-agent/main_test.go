@@ -16,7 +16,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/worker"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/configs"
-	"github.com/ioa-nats/ioa/examples/internal/stack"
+	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
 )
@@ -63,7 +63,7 @@ func TestExecWorkers(t *testing.T) {
 		t.Skipf("none of the workers' programs is installed: %v", missing)
 	}
 
-	s := stack.Start(t)
+	s := stacktest.Start(t, stacktest.Options{Coordinator: true})
 	// Over TCP, as `ioa agent run --nats-url` connects.
 	nc, err := nats.Connect(s.URL, nats.Name("exec-agents"))
 	if err != nil {

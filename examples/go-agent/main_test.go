@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
-	"github.com/ioa-nats/ioa/examples/internal/stack"
+	"github.com/ioa-nats/ioa/internal/stacktest"
 )
 
 // TestJoinServer runs the agent against the server stack over TCP, as it
 // would run against `ioa serve`, and submits a goal that names no team: the
 // coordinator must find the agent in the registry by meaning.
 func TestJoinServer(t *testing.T) {
-	s := stack.Start(t)
+	s := stacktest.Start(t, stacktest.Options{Coordinator: true})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, s.URL) }()

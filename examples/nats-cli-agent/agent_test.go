@@ -18,7 +18,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/examples/internal/stack"
+	"github.com/ioa-nats/ioa/internal/stacktest"
 )
 
 const agentName = "rot13"
@@ -29,7 +29,7 @@ func TestBashAgent(t *testing.T) {
 	if err != nil {
 		t.Skip("bash is not installed")
 	}
-	s := stack.Start(t)
+	s := stacktest.Start(t, stacktest.Options{Coordinator: true})
 	script := startScript(t, bash, natsCLI, s.URL)
 	s.WaitOnline(t, agentName)
 

@@ -1,0 +1,153 @@
+// Package stacktest starts, for tests, what `ioa serve` runs: a real
+// embedded NATS server (on a random loopback port), the registry, the
+// orchestrator and, if asked, the built-in coordinator and agents, all
+// stopped when the test ends.
+package stacktest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ioa-nats/ioa/agentkit"
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/agentkit/rules"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/bustest"
+	"github.com/ioa-nats/ioa/orchestrator"
+	"github.com/ioa-nats/ioa/registry"
+)
+
+// Options choose what runs; the zero value runs NATS, the registry and the
+// orchestrator with their defaults.
+type Options struct {
+	Orchestrator orchestrator.Config
+	Registry     registry.Config
+	// Coordinator also runs the built-in launcher with the rules policy.
+	Coordinator bool
+}
+
+// Stack is a running runtime.
+type Stack struct {
+	Bus *bus.Bus
+	// URL is where another process or connection reaches the server.
+	URL string
+}
+
+// Start runs the stack until the test ends.
+func Start(t testing.TB, o Options) *Stack {
+	t.Helper()
+	ctx := t.Context()
+	b := bustest.New(t)
+	reg, err := registry.New(b, o.Registry)
+	if err != nil {
+		t.Fatalf("stacktest: registry: %v", err)
+	}
+	if err := reg.Start(ctx); err != nil {
+		t.Fatalf("stacktest: registry: %v", err)
+	}
+	t.Cleanup(func() { _ = reg.Shutdown(context.Background()) })
+	orch, err := orchestrator.New(b, o.Orchestrator)
+	if err != nil {
+		t.Fatalf("stacktest: orchestrator: %v", err)
+	}
+	if err := orch.Start(ctx); err != nil {
+		t.Fatalf("stacktest: orchestrator: %v", err)
+	}
+	t.Cleanup(func() { _ = orch.Shutdown(context.Background()) })
+	s := &Stack{Bus: b, URL: b.ClientURL()}
+	if o.Coordinator {
+		name := o.Orchestrator.Coordinator
+		if name == "" {
+			name = "coordinator"
+		}
+		s.RunAgents(t, nil, orchestrator.Coordinator(name, rules.New(rules.Config{})))
+	}
+	return s
+}
+
+// RunAgents hosts agents in an agentkit runtime on their own connection
+// until the test ends, and returns once the registry lists them online.
+func (s *Stack) RunAgents(t testing.TB, opts []agentkit.Option, agents ...agentkit.Agent) {
+	t.Helper()
+	nc, err := s.Bus.NewConn("agents")
+	if err != nil {
+		t.Fatalf("stacktest: %v", err)
+	}
+	rt, err := agentkit.NewRuntime(nc, s.Bus.Subjects(), agents, opts...)
+	if err != nil {
+		t.Fatalf("stacktest: runtime: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("stacktest: runtime: %v", err)
+		}
+	})
+	names := make([]string, len(agents))
+	for i, a := range agents {
+		names[i] = a.Card.Name
+	}
+	s.WaitOnline(t, names...)
+}
+
+// WaitOnline returns once the registry lists every name as online, and
+// fails the test after 20 seconds.
+func (s *Stack) WaitOnline(t testing.TB, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		var err error
+		WaitFor(t, "agent "+n+" online", func() bool {
+			var info protocol.AgentInfo
+			err = s.Request(t, s.Bus.Subjects().Registry(bus.RegistryGet), protocol.NameRequest{Name: n}, &info)
+			if err == nil && !info.Online {
+				err = errors.New("listed offline")
+			}
+			return err == nil
+		})
+	}
+}
+
+// Request sends a request on the stack's main connection.
+func (s *Stack) Request(t testing.TB, subject string, in, out any) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	return bus.Request(ctx, s.Bus.Conn(), subject, in, out)
+}
+
+// Submit submits a goal with wait, and returns its result; the test fails
+// if no result comes within 40 seconds.
+func (s *Stack) Submit(t testing.TB, req protocol.GoalRequest) protocol.GoalResult {
+	t.Helper()
+	return s.SubmitWithin(t, req, 40*time.Second)
+}
+
+// SubmitWithin is Submit with a deadline of its own.
+func (s *Stack) SubmitWithin(t testing.TB, req protocol.GoalRequest, within time.Duration) protocol.GoalResult {
+	t.Helper()
+	req.Wait = true
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	defer cancel()
+	var res protocol.GoalResult
+	if err := bus.Request(ctx, s.Bus.Conn(), s.Bus.Subjects().Goal(bus.GoalSubmit), req, &res); err != nil {
+		t.Fatalf("stacktest: submit %q: %v", req.Goal, err)
+	}
+	return res
+}
+
+// WaitFor polls cond until it holds, and fails the test after 20 seconds.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
