@@ -22,8 +22,8 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/ioa-nats/ioa/internal/stacktest"
+	"github.com/ioa-nats/ioa/orchestrator"
 )
 
 // cliWorld is a running runtime (NATS, registry, orchestrator, agents) for
