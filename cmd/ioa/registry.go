@@ -31,7 +31,7 @@ instance, registers every agent through ioa.registry.register, asks
 ioa.registry.search for every query and prints Top@1, Top@10, mean rank and
 MRR overall and per difficulty, beside a plain BM25 baseline on the same data.
 The API key of an openai embedder is read from IOA_EMBEDDER_API_KEY.`,
-		Example: `  ioa registry eval --agents data/discovery-dev/agents.jsonl --queries data/discovery-dev/queries.jsonl
+		Example: `  ioa registry eval --agents registry/search/testdata/discovery-dev/agents.jsonl --queries registry/search/testdata/discovery-dev/queries.jsonl
   ioa registry eval --agents a.jsonl --queries q.jsonl --embedder ollama --embedder-model nomic-embed-text`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
