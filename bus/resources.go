@@ -16,7 +16,15 @@ const (
 	BucketAgents = "ioa_agents"
 	BucketGoals  = "ioa_goals"
 	BucketChats  = "ioa_chats"
+	// BucketPresence (an addition to PROTOCOL.md) holds the registry's
+	// heartbeats apart from the cards, in memory: a heartbeat never
+	// rewrites a card, and liveness needs no disk.
+	BucketPresence = "ioa_presence"
 )
+
+// presenceMaxAge only collects leftovers: liveness is computed from the
+// heartbeat's time stamp and the TTL, not from expiry.
+const presenceMaxAge = 24 * time.Hour
 
 // dedupWindow is how long JetStream remembers Nats-Msg-Id values.
 const dedupWindow = 10 * time.Minute
@@ -50,6 +58,13 @@ func (b *Bus) provision(ctx context.Context) error {
 		if _, err := b.js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
 			return fmt.Errorf("bus: bucket %s: %w", kc.Bucket, err)
 		}
+	}
+	presence := jetstream.KeyValueConfig{
+		Bucket: BucketPresence, Description: "IoA agent heartbeats (registry liveness)",
+		TTL: presenceMaxAge, Storage: jetstream.MemoryStorage, Replicas: b.cfg.Replicas,
+	}
+	if _, err := b.js.CreateOrUpdateKeyValue(ctx, presence); err != nil {
+		return fmt.Errorf("bus: bucket %s: %w", presence.Bucket, err)
 	}
 	return nil
 }

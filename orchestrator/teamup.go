@@ -149,8 +149,17 @@ func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatu
 				errs[i] = err
 				return
 			}
+			// A member restarting (still online in the registry) has no
+			// responder for a moment: ask again within the grace period.
 			var reply protocol.InviteReply
-			if err := bus.Request(ictx, s.nc, subject, req, &reply); err != nil {
+			for start, backoff := time.Now(), 20*time.Millisecond; ; backoff = min(2*backoff, 500*time.Millisecond) {
+				err = bus.Request(ictx, s.nc, subject, req, &reply)
+				if !errors.Is(err, protocol.ErrUnavailable) || time.Since(start) > launcherGrace || ictx.Err() != nil {
+					break
+				}
+				time.Sleep(backoff)
+			}
+			if err != nil {
 				errs[i] = protocol.Errorf(protocol.ErrConflict, "member %s did not answer the invitation: %v", c.Name, err)
 				return
 			}

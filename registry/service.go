@@ -26,14 +26,8 @@ const Version = "1.0.0"
 // answered by exactly one of them.
 const QueueGroup = "ioa-registry"
 
-// BucketPresence holds one key per agent whose latest write is its last
-// heartbeat. It is created by Start; it lives in memory, since after a full
-// restart of NATS every agent is offline until its next heartbeat anyway.
-const BucketPresence = "ioa_presence"
-
-// presenceMaxAge only collects leftovers: liveness is computed from the
-// heartbeat's server time stamp and the TTL, not from expiry.
-const presenceMaxAge = 24 * time.Hour
+// BucketPresence holds heartbeats; the bus provisions it.
+const BucketPresence = bus.BucketPresence
 
 // Defaults of Config.
 const (
@@ -163,13 +157,9 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	if s.agents, err = js.KeyValue(ctx, bus.BucketAgents); err != nil {
 		return fmt.Errorf("registry: start: bucket %s: %w", bus.BucketAgents, err)
 	}
-	s.presence, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      BucketPresence,
-		Description: "IoA agent heartbeats (registry liveness)",
-		TTL:         presenceMaxAge,
-		Storage:     jetstream.MemoryStorage,
-		Replicas:    s.bus.Config().Replicas,
-	})
+	// The bus provisions the presence bucket with the others (retrying
+	// while a cluster forms).
+	s.presence, err = js.KeyValue(ctx, BucketPresence)
 	if err != nil {
 		return fmt.Errorf("registry: start: bucket %s: %w", BucketPresence, err)
 	}
