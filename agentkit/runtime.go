@@ -137,7 +137,7 @@ func (a *agentState) start(ctx context.Context) ([]*nats.Subscription, error) {
 	if err != nil {
 		return nil, err
 	}
-	inCh := make(chan *nats.Msg, 256)
+	inCh := make(chan *nats.Msg, 1024) // a busy launcher is in many chats
 	reqCh := make(chan *nats.Msg, 64)
 	var subs []*nats.Subscription
 	for _, s := range []struct {

@@ -31,6 +31,8 @@ type chatRecord struct {
 	dirty    bool     // changed since last saved to KV
 	stale    bool     // may be behind the log: rebuild before use
 	members  []string // the team, readable under Service.mu
+	last     []byte   // the last logged message, encoded, for nudges
+	nudged   int      // nudges sent since the last message
 }
 
 type sentReply struct {

@@ -205,6 +205,7 @@ func taskListHas(ts []protocol.Task, id string) bool {
 // fanOut delivers a logged message to every member's inbox.
 func (s *Service) fanOut(rec *chatRecord, m protocol.AgentMessage) {
 	data := bus.Encode(m)
+	rec.last, rec.nudged = data, 0
 	for _, name := range rec.Chat.Members {
 		subject, err := s.subj.Inbox(name, rec.Chat.CommID)
 		if err != nil {
@@ -212,6 +213,31 @@ func (s *Service) fanOut(rec *chatRecord, m protocol.AgentMessage) {
 		}
 		if err := s.nc.Publish(subject, data); err != nil {
 			s.log.Warn("deliver to inbox", "member", name, "err", err)
+		}
+	}
+}
+
+// nudge delivers the chat's last message again to the members the chat
+// waits on (the speaker, or the assignees of running tasks). Inbox delivery
+// is at most once; a member that missed a message sees the gap in seq and
+// reads the history, instead of waiting for its own periodic resync.
+func (s *Service) nudge(rec *chatRecord) {
+	if rec.last == nil {
+		return
+	}
+	rec.nudged++
+	var names []string
+	if rec.Chat.Speaker != "" {
+		names = append(names, rec.Chat.Speaker)
+	}
+	for _, id := range rec.Chat.RunningTasks() {
+		if t, ok := rec.Chat.Task(id); ok && !slices.Contains(names, t.Assignee) {
+			names = append(names, t.Assignee)
+		}
+	}
+	for _, n := range names {
+		if subject, err := s.subj.Inbox(n, rec.Chat.CommID); err == nil {
+			_ = s.nc.Publish(subject, rec.last)
 		}
 	}
 }

@@ -53,6 +53,11 @@ func (s *Service) checkChat(ctx context.Context, comm string) {
 	}
 	s.saveRecord(ctx, comm, rec)
 	now := time.Now()
+	// A third and two thirds into the speaker's time, the chat's last
+	// message goes again to whoever it waits on.
+	if quiet := now.Sub(rec.TurnSince); rec.nudged < 2 && quiet > time.Duration(rec.nudged+1)*s.cfg.SpeakerTimeout/3 {
+		s.nudge(rec)
+	}
 	switch {
 	case !rec.Deadline.IsZero() && now.After(rec.Deadline):
 		err = s.system(ctx, comm, protocol.AgentMessage{

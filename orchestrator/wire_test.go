@@ -112,6 +112,10 @@ func (a *wireAgent) onInbox(m *nats.Msg) {
 	}
 	a.mu.Lock()
 	prev := a.chats[msg.CommID]
+	if msg.Seq <= prev.LastSeq {
+		a.mu.Unlock() // delivered again (a referee nudge): already applied
+		return
+	}
 	c, err := protocol.Apply(prev, msg)
 	if err != nil {
 		a.mu.Unlock()
