@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/orchestrator"
+	"github.com/nats-io/nats.go"
 )
 
 var (
@@ -94,6 +96,7 @@ func TestSoak(t *testing.T) {
 		}
 	})
 	var wg sync.WaitGroup
+	dumped := false // IOA_SOAK_DUMP=<reason> logs the first chat that ended so
 	for slot := range *soakGoals {
 		wg.Go(func() {
 			for n := 0; time.Now().Before(deadline); n++ {
@@ -121,6 +124,10 @@ func TestSoak(t *testing.T) {
 				case err != nil:
 					reasons["goal.get: "+err.Error()]++
 				default:
+					if dump := os.Getenv("IOA_SOAK_DUMP"); dump != "" && st.Result != nil && st.Result.Reason == dump && !dumped {
+						dumped = true
+						dumpChat(t, s.nc, s.subj, st)
+					}
 					ended[res.GoalID] = st
 					key := st.Status
 					if st.Result != nil && st.Result.Reason != "" {
@@ -166,5 +173,21 @@ func TestSoak(t *testing.T) {
 	}
 	if a.Lost != 0 || a.Duplicated != 0 || endedCount != started {
 		t.Errorf("lost %d, duplicated %d, %d of %d goals seen to end", a.Lost, a.Duplicated, endedCount, started)
+	}
+}
+
+// dumpChat logs a goal's chat, one line per message, to see why it ended.
+func dumpChat(t *testing.T, nc *nats.Conn, subj bus.Subjects, st protocol.GoalStatus) {
+	if st.CommID == "" || len(st.Team) == 0 {
+		return
+	}
+	h, _ := subj.History(st.Team[0], st.CommID)
+	var out protocol.HistoryReply
+	if err := bus.Request(context.Background(), nc, h, protocol.HistoryRequest{}, &out); err != nil {
+		t.Logf("dump %s: %v", st.GoalID, err)
+		return
+	}
+	for _, m := range out.Messages {
+		t.Logf("dump %s #%d %s %s %s %s task=%s %s %s", st.GoalID, m.Seq, m.TS.Format("15:04:05.000"), m.Sender, m.Type, m.State, m.TaskID, m.Event, m.Content)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -86,7 +88,11 @@ func (s *stack) runAgents(t testing.TB, agents ...agentkit.Agent) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := agentkit.NewRuntime(nc, s.subj, agents, agentkit.WithResyncInterval(2*time.Second))
+	opts := []agentkit.Option{agentkit.WithResyncInterval(2 * time.Second)}
+	if os.Getenv("IOA_SOAK_AGENT_LOG") != "" {
+		opts = append(opts, agentkit.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	}
+	rt, err := agentkit.NewRuntime(nc, s.subj, agents, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,8 +33,10 @@ func (s *Service) handleOutbox(ctx context.Context, r micro.Request) {
 		_ = bus.RespondError(r, err)
 		return
 	}
-	if !s.limits.allow(as.Name) {
-		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrRateLimited, "agent %s sends faster than %.0f messages/s", as.Name, s.cfg.AgentRate))
+	// The limit is per agent and chat: a launcher leading many chats at once
+	// is busy, not flooding.
+	if !s.limits.allow(as.Name + "/" + as.CommID) {
+		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrRateLimited, "agent %s sends faster than %.0f messages/s to chat %s", as.Name, s.cfg.AgentRate, as.CommID))
 		return
 	}
 	// The sender is the name in the subject, never what the body claims.

@@ -27,7 +27,7 @@ type Config struct {
 	TaskTimeout     time.Duration // 2m
 	LaunchTimeout   time.Duration // how long a launcher may take to form a team; 30s
 	MaxChatMessages int           // per chat log; 1000
-	AgentRate       float64       // outbox messages per second per agent; 50
+	AgentRate       float64       // outbox messages per second per agent and chat; 50
 	AgentBurst      int           // 100
 	SweepInterval   time.Duration // how often deadlines are checked; 100ms
 	Logger          *slog.Logger
