@@ -17,6 +17,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/bus/bustest"
+	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/ioa-nats/ioa/registry"
 	"github.com/nats-io/nats.go"
@@ -25,11 +26,10 @@ import (
 // stack is a bus with a listener, the registry, the orchestrator and the
 // built-in coordinator, all in the test process.
 type stack struct {
+	*stacktest.Stack
 	b    *bus.Bus
 	nc   *nats.Conn
 	subj bus.Subjects
-	orch *orchestrator.Service
-	reg  *registry.Service
 }
 
 type stackOpts struct {
@@ -42,35 +42,18 @@ type stackOpts struct {
 
 func newStack(t testing.TB, o stackOpts) *stack {
 	t.Helper()
-	var busOpts []func(*bus.Config)
-	if o.bus != nil {
-		busOpts = append(busOpts, o.bus)
-	}
-	b := bustest.New(t, busOpts...)
-	return startServices(t, b, o)
+	return startServices(t, bustest.New(t, func(c *bus.Config) {
+		if o.bus != nil {
+			o.bus(c)
+		}
+	}), o)
 }
 
 // startServices runs the registry, the orchestrator and the agents on b.
 func startServices(t testing.TB, b *bus.Bus, o stackOpts) *stack {
 	t.Helper()
-	ctx := t.Context()
-	reg, err := registry.New(b, o.reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Shutdown(context.Background()) })
-	orch, err := orchestrator.New(b, o.orch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := orch.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = orch.Shutdown(context.Background()) })
-	s := &stack{b: b, nc: b.Conn(), subj: b.Subjects(), orch: orch, reg: reg}
+	st := stacktest.OnBus(t, b, stacktest.Options{Orchestrator: o.orch, Registry: o.reg})
+	s := &stack{Stack: st, b: b, nc: b.Conn(), subj: b.Subjects()}
 	agents := o.agents
 	if o.coordinator {
 		agents = append([]agentkit.Agent{orchestrator.Coordinator("coordinator", rules.New(rules.Config{}))}, agents...)
@@ -81,35 +64,15 @@ func startServices(t testing.TB, b *bus.Bus, o stackOpts) *stack {
 	return s
 }
 
-// runAgents runs agentkit agents in this process until the test ends.
+// runAgents runs agentkit agents in this process until the test ends; they
+// resync every 2 s, so that a lost inbox message costs little.
 func (s *stack) runAgents(t testing.TB, agents ...agentkit.Agent) {
 	t.Helper()
-	nc, err := s.b.NewConn("agents")
-	if err != nil {
-		t.Fatal(err)
-	}
 	opts := []agentkit.Option{agentkit.WithResyncInterval(2 * time.Second)}
 	if os.Getenv("IOA_SOAK_AGENT_LOG") != "" {
 		opts = append(opts, agentkit.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))))
 	}
-	rt, err := agentkit.NewRuntime(nc, s.subj, agents, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("runtime: %v", err)
-		}
-	})
-	names := make([]string, len(agents))
-	for i, a := range agents {
-		names[i] = a.Card.Name
-	}
-	waitOnline(t, s.nc, s.subj, names...)
+	s.RunAgents(t, opts, agents...)
 }
 
 // waitOnline waits until the registry lists every name as online.

@@ -26,6 +26,8 @@ type Options struct {
 	Registry     registry.Config
 	// Coordinator also runs the built-in launcher with the rules policy.
 	Coordinator bool
+	// Bus adjusts the embedded server's configuration.
+	Bus func(*bus.Config)
 }
 
 // Stack is a running runtime.
@@ -38,8 +40,18 @@ type Stack struct {
 // Start runs the stack until the test ends.
 func Start(t testing.TB, o Options) *Stack {
 	t.Helper()
+	var adjust []func(*bus.Config)
+	if o.Bus != nil {
+		adjust = append(adjust, o.Bus)
+	}
+	return OnBus(t, bustest.New(t, adjust...), o)
+}
+
+// OnBus runs the services (and the coordinator, if asked) on a bus the
+// test started itself, such as one node of a cluster.
+func OnBus(t testing.TB, b *bus.Bus, o Options) *Stack {
+	t.Helper()
 	ctx := t.Context()
-	b := bustest.New(t)
 	reg, err := registry.New(b, o.Registry)
 	if err != nil {
 		t.Fatalf("stacktest: registry: %v", err)
