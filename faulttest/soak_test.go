@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -154,6 +155,12 @@ func TestSoak(t *testing.T) {
 	rec.mu.Unlock()
 	clear(ended)
 	heap1, g1 := heapMiB(), runtime.NumGoroutine()
+	if path := os.Getenv("IOA_SOAK_HEAPPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	keys := make([]string, 0, len(reasons))
 	for k := range reasons {
 		keys = append(keys, k)
