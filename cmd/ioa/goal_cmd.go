@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,6 +83,9 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 			}
 			defer c.Close()
 			ctx := cmd.Context()
+			if err := checkNamedAgents(ctx, c, req); err != nil {
+				return err
+			}
 			var reply protocol.SubmitReply
 			if err := c.request(ctx, c.subj.Goal(bus.GoalSubmit), req, &reply); err != nil {
 				return fmt.Errorf("submit: %w", err)
@@ -122,6 +126,28 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the outcome, not the chat")
 	cmd.MarkFlagsMutuallyExclusive("json", "detach")
 	return cmd
+}
+
+// checkNamedAgents fails early, in one line, when the goal names an agent
+// the registry does not know; the goal would only fail at team-up.
+func checkNamedAgents(ctx context.Context, c *clientConn, req protocol.GoalRequest) error {
+	names := slices.Clone(req.Team)
+	if req.Launcher != "" {
+		names = append(names, req.Launcher)
+	}
+	for _, n := range names {
+		var info protocol.AgentInfo
+		err := c.request(ctx, c.subj.Registry(bus.RegistryGet), protocol.NameRequest{Name: n}, &info)
+		switch {
+		case errors.Is(err, protocol.ErrNotFound):
+			return fmt.Errorf("no agent named %q is registered (see: ioa agents ls)", n)
+		case err != nil:
+			return err
+		case !info.Online:
+			return fmt.Errorf("agent %q is registered but offline", n)
+		}
+	}
+	return nil
 }
 
 // goalRequest builds the request from the file and the text arguments.
