@@ -169,14 +169,6 @@ func runBench(cmd *cobra.Command, _ []string) error {
 			fmt.Sprintf("index built in %s", build.Round(time.Millisecond)), "p99 <= " + target.String(), verdict(lat.p99 <= target)})
 	}
 	printBench(cmd.OutOrStdout(), rows)
-	if os.Getenv("IOA_BENCH_STATS") != "" {
-		for _, svc := range []string{"ioa-orchestrator", "ioa-registry"} {
-			m, err := env.b.Conn().Request("$SRV.STATS."+svc, nil, time.Second)
-			if err == nil {
-				fmt.Fprintln(progress, string(m.Data))
-			}
-		}
-	}
 	return nil
 }
 
@@ -531,7 +523,7 @@ func (e *benchEnv) goalThroughput(ctx context.Context, n, conc int) (float64, la
 	wg.Wait()
 	wall := time.Since(start)
 	if firstErr != nil {
-		fmt.Fprintf(os.Stderr, "bench: first failure: %v\n", firstErr)
+		fmt.Fprintf(os.Stderr, "bench: first goal that did not conclude: %v\n", firstErr)
 	}
 	if len(elapsed) == 0 && firstErr != nil {
 		return 0, latencies{}, failed, firstErr
