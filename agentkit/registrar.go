@@ -24,6 +24,7 @@ func (a *agentState) registrar(ctx context.Context, rt *router) {
 	if !a.register(ctx) {
 		return
 	}
+	a.rt.registered()
 	a.rejoinOpenChats(ctx, rt)
 	defer a.deregister(context.WithoutCancel(ctx))
 	interval := a.rt.opts.heartbeat

@@ -29,6 +29,21 @@ type Runtime struct {
 	agents  []*agentState
 	started atomic.Bool
 	wg      sync.WaitGroup // every goroutine the runtime starts
+
+	unregistered atomic.Int32  // agents not yet registered once
+	ready        chan struct{} // closed when every agent has registered
+}
+
+// Ready is closed once every hosted agent has been registered with the
+// registry, so that goals can find them; a program embedding the runtime
+// waits on it before submitting work.
+func (r *Runtime) Ready() <-chan struct{} { return r.ready }
+
+// registered notes an agent's first registration.
+func (r *Runtime) registered() {
+	if r.unregistered.Add(-1) == 0 {
+		close(r.ready)
+	}
 }
 
 // agentState is what the runtime keeps per hosted agent. It is immutable
@@ -89,6 +104,8 @@ func NewRuntime(nc *nats.Conn, subjects bus.Subjects, agents []Agent, opts ...Op
 			searcher: &natsSearcher{rt: r},
 		})
 	}
+	r.ready = make(chan struct{})
+	r.unregistered.Store(int32(len(r.agents)))
 	return r, nil
 }
 

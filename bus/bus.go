@@ -36,6 +36,10 @@ type Config struct {
 	CredsFile string
 	// DataDir holds the embedded server's JetStream store.
 	DataDir string
+	// Ephemeral stores JetStream in a fresh temporary directory that
+	// Shutdown removes, instead of DataDir: for programs and tests that
+	// embed a runtime for one run.
+	Ephemeral bool
 	// Listen is the embedded server's client address, host:port; "none" for
 	// no listener, port 0 for a random one.
 	Listen string
@@ -137,8 +141,18 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 // Start runs nats-server in this process with JetStream on a file store
 // under cfg.DataDir, connects to it over the in-process pipe and provisions
 // the protocol's streams and buckets.
-func Start(ctx context.Context, cfg Config) (*Bus, error) {
+func Start(ctx context.Context, cfg Config) (_ *Bus, err error) {
 	cfg = cfg.withDefaults()
+	if cfg.Ephemeral {
+		if cfg.DataDir, err = os.MkdirTemp("", "ioa-bus-"); err != nil {
+			return nil, fmt.Errorf("bus: data dir: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				os.RemoveAll(cfg.DataDir)
+			}
+		}()
+	}
 	opts := &server.Options{
 		ServerName:         cfg.ServerName,
 		JetStream:          true,
@@ -477,6 +491,9 @@ func (b *Bus) shutdownServer() {
 	if b.srv != nil {
 		b.srv.Shutdown()
 		b.srv.WaitForShutdown()
+		if b.cfg.Ephemeral {
+			os.RemoveAll(b.cfg.DataDir)
+		}
 	}
 }
 

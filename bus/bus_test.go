@@ -2,6 +2,8 @@ package bus_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -127,5 +129,22 @@ func TestStartFailsClearlyWhenPortTaken(t *testing.T) {
 	_, err := bus.Start(ctx, bus.Config{DataDir: t.TempDir(), Listen: addr})
 	if err == nil {
 		t.Fatal("second server on the same port started")
+	}
+}
+
+func TestEphemeralStoreIsRemoved(t *testing.T) {
+	b, err := bus.Start(t.Context(), bus.Config{Ephemeral: true, Listen: bus.NoListen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := b.Config().DataDir
+	if _, err := os.Stat(filepath.Join(dir, "jetstream")); err != nil {
+		t.Fatalf("no store in %s: %v", dir, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("ephemeral store %s still there after Close: %v", dir, err)
 	}
 }

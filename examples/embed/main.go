@@ -35,12 +35,7 @@ func main() {
 func run(ctx context.Context, w io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "ioa-embed-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	b, err := bus.Start(ctx, bus.Config{DataDir: dir, Listen: bus.NoListen})
+	b, err := bus.Start(ctx, bus.Config{Ephemeral: true, Listen: bus.NoListen}) // in-process only, a temporary store
 	if err != nil {
 		return err
 	}
@@ -57,12 +52,18 @@ func run(ctx context.Context, w io.Writer) error {
 	}
 
 	policy := rules.New(rules.Config{})
+	agent := func(name, desc string, f func(string) string) agentkit.Agent {
+		return agentkit.Agent{Card: protocol.AgentCard{Name: name, Description: desc}, Policy: policy,
+			Worker: agentkit.WorkerFunc(func(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
+				_, s, _ := strings.Cut(t.TaskDesc, "'") // the text between single quotes
+				s, _, _ = strings.Cut(s, "'")
+				return agentkit.Result{Conclusion: f(s)}, nil
+			})}
+	}
 	rt, err := agentkit.NewRuntime(b.Conn(), b.Subjects(), []agentkit.Agent{
 		orchestrator.Coordinator("coordinator", policy),
-		{Card: protocol.AgentCard{Name: "word-counter", Description: "Counts the words of a text."},
-			Policy: policy, Worker: quoted(func(s string) string { return fmt.Sprint(len(strings.Fields(s)), " words") })},
-		{Card: protocol.AgentCard{Name: "upper-caser", Description: "Converts text to upper case."},
-			Policy: policy, Worker: quoted(strings.ToUpper)},
+		agent("word-counter", "Counts the words of a text.", func(s string) string { return fmt.Sprint(len(strings.Fields(s)), " words") }),
+		agent("upper-caser", "Converts text to upper case.", strings.ToUpper),
 	})
 	if err != nil {
 		return err
@@ -71,29 +72,15 @@ func run(ctx context.Context, w io.Writer) error {
 	done := make(chan error, 1)
 	go func() { done <- rt.Run(actx) }()
 	defer func() { stop(); <-done }() // the agents deregister before the services stop
-
-	// Wait until the registry lists the three agents as online.
-	for list := (protocol.ListReply{}); list.Total < 3; time.Sleep(10 * time.Millisecond) {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		_ = bus.Request(ctx, b.Conn(), b.Subjects().Registry(bus.RegistryList), protocol.ListRequest{OnlineOnly: true}, &list)
+	select {                          // the agents are registered, so the goal can find them
+	case <-rt.Ready():
+	case err := <-done:
+		return err
 	}
-	var res protocol.GoalResult
-	goal := protocol.GoalRequest{Goal: Goal, Wait: true} // the reply is the GoalResult, once the goal ends
-	if err := bus.Request(ctx, b.Conn(), b.Subjects().Goal(bus.GoalSubmit), goal, &res); err != nil {
+	var res protocol.GoalResult // with wait, the reply is the GoalResult, once the goal ends
+	if err := bus.Request(ctx, b.Conn(), b.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: Goal, Wait: true}, &res); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(w, "%s\n%s\n", res.Status, res.Conclusion)
 	return err
-}
-
-// quoted is a worker that applies f to the text between single quotes in
-// its task.
-func quoted(f func(string) string) agentkit.WorkerFunc {
-	return func(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
-		_, s, _ := strings.Cut(t.TaskDesc, "'")
-		s, _, _ = strings.Cut(s, "'")
-		return agentkit.Result{Conclusion: f(s)}, nil
-	}
 }
