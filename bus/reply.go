@@ -106,10 +106,14 @@ func Handle[Req any, Resp any](ctx context.Context, c Codec, fn func(ctx context
 			_ = RespondError(r, err)
 			return
 		}
-		if resp == nil {
-			return // the function replies later itself
+		// A nil result is an empty object. Replies sent after the handler
+		// returns must not use r (see RespondLater), so there is no way here
+		// to answer later.
+		body := []byte("{}")
+		if resp != nil {
+			body = Encode(resp)
 		}
-		if err := r.Respond(Encode(resp)); err != nil {
+		if err := r.Respond(body); err != nil {
 			o.log.Warn("reply failed", "subject", r.Subject(), "err", err)
 		}
 	})

@@ -31,7 +31,6 @@ func (e *Error) Is(target error) bool {
 // Sentinels for the codes of PROTOCOL.md. Wrap them with Errorf to add detail.
 var (
 	ErrInvalid           = &Error{Code: "invalid", Status: 400}
-	ErrBadRequest        = &Error{Code: "bad_request", Status: 400}
 	ErrNotMember         = &Error{Code: "not_member", Status: 403}
 	ErrForbidden         = &Error{Code: "forbidden", Status: 403}
 	ErrNotFound          = &Error{Code: "not_found", Status: 404}

@@ -193,7 +193,7 @@ func TestErrorMatching(t *testing.T) {
 	}
 
 	sentinels := []*protocol.Error{
-		protocol.ErrInvalid, protocol.ErrBadRequest, protocol.ErrNotMember, protocol.ErrForbidden,
+		protocol.ErrInvalid, protocol.ErrNotMember, protocol.ErrForbidden,
 		protocol.ErrNotFound, protocol.ErrNotYourTurn, protocol.ErrIllegalTransition, protocol.ErrConflict,
 		protocol.ErrDepthExceeded, protocol.ErrTooLarge, protocol.ErrRateLimited, protocol.ErrQuotaExceeded,
 		protocol.ErrUnavailable, protocol.ErrTimeout, protocol.ErrInternal,

@@ -359,7 +359,7 @@ func (e *benchEnv) newWireMember(ctx context.Context, name string, team []string
 			CommID string `json:"comm_id"`
 			Seq    uint64 `json:"seq"`
 		}
-		if jsonDecode(m.Data, &am) == nil {
+		if json.Unmarshal(m.Data, &am) == nil {
 			w.mu.Lock()
 			w.last[am.CommID] = max(w.last[am.CommID], am.Seq)
 			w.cond.Broadcast()
@@ -373,7 +373,7 @@ func (e *benchEnv) newWireMember(ctx context.Context, name string, team []string
 	}
 	if _, err := nc.Subscribe(launch, func(m *nats.Msg) {
 		var req protocol.LaunchRequest
-		if jsonDecode(m.Data, &req) != nil {
+		if json.Unmarshal(m.Data, &req) != nil {
 			return
 		}
 		go func() {
@@ -641,5 +641,3 @@ var benchVocabulary = strings.Fields(`analyse translate summarise convert schedu
 	legal clause privacy security password network server cloud cost latency memory log alert incident
 	customer churn survey feedback sentiment review product catalogue inventory supplier order shipment
 	recipe nutrition calorie workout sleep habit meditation travel visa language grammar pronunciation`)
-
-func jsonDecode(data []byte, v any) error { return json.Unmarshal(data, v) }
