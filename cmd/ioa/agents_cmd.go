@@ -99,21 +99,8 @@ func newAgentsGetCmd() *cobra.Command {
 			if err := protocol.CheckName("agent name", args[0]); err != nil {
 				return plainError{protocol.AsError(err).Message, err}
 			}
-			c, err := dialClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			var info protocol.AgentInfo
-			if err := c.request(cmd.Context(), c.subj.Registry(bus.RegistryGet), protocol.NameRequest{Name: args[0]}, &info); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return writeJSON(out, info)
-			}
-			writeAgent(out, palette{renderOptionsFor(out).Color}, info)
-			return nil
+			return show(cmd, asJSON, func(s bus.Subjects) string { return s.Registry(bus.RegistryGet) },
+				protocol.NameRequest{Name: args[0]}, writeAgent)
 		},
 	}
 	configs.AddFlags(cmd.Flags())

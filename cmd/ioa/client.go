@@ -159,3 +159,23 @@ func renderOptionsFor(w io.Writer) renderOptions {
 	}
 	return opt
 }
+
+// show asks one service for one record and prints it as JSON or, for
+// people, with write: the shape of `ioa agents get` and `ioa goals get`.
+func show[T any](cmd *cobra.Command, asJSON bool, subject func(bus.Subjects) string, req any, write func(io.Writer, palette, T)) error {
+	c, err := dialClient(cmd)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var v T
+	if err := c.request(cmd.Context(), subject(c.subj), req, &v); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if asJSON {
+		return writeJSON(out, v)
+	}
+	write(out, palette{renderOptionsFor(out).Color}, v)
+	return nil
+}

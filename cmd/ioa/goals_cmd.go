@@ -107,21 +107,8 @@ func newGoalsGetCmd() *cobra.Command {
 			if !protocol.ValidID(args[0]) {
 				return fmt.Errorf("%q is not a goal id", args[0])
 			}
-			c, err := dialClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			var st protocol.GoalStatus
-			if err := c.request(cmd.Context(), c.subj.Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: args[0]}, &st); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return writeJSON(out, st)
-			}
-			writeGoalStatus(out, palette{renderOptionsFor(out).Color}, st)
-			return nil
+			return show(cmd, asJSON, func(s bus.Subjects) string { return s.Goal(bus.GoalGet) },
+				protocol.GoalIDRequest{GoalID: args[0]}, writeGoalStatus)
 		},
 	}
 	configs.AddFlags(cmd.Flags())
