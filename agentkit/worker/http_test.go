@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,13 +16,23 @@ import (
 )
 
 func TestHTTPWorker(t *testing.T) {
-	var got agentkit.Task
+	// The handler runs on the server's goroutines; the race detector does not see
+	// the socket as synchronisation, so the request it saw is guarded by a mutex.
+	var (
+		mu  sync.Mutex
+		got agentkit.Task
+	)
+	seen := func() agentkit.Task { mu.Lock(); defer mu.Unlock(); return got }
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || r.Header.Get("X-Token") != "tok" {
 			http.Error(w, "bad request", 400)
 			return
 		}
-		_ = json.NewDecoder(r.Body).Decode(&got)
+		var req agentkit.Task
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		got = req
+		mu.Unlock()
 		switch r.URL.Path {
 		case "/text":
 			_, _ = io.WriteString(w, "  plain answer \n")
@@ -45,8 +56,8 @@ func TestHTTPWorker(t *testing.T) {
 		h := &worker.HTTP{URL: srv.URL + path, Header: http.Header{"X-Token": {"tok"}}, Timeout: 300 * time.Millisecond, MaxResponse: 4096}
 		return h.Run(t.Context(), task())
 	}
-	if res, err := run("/text"); err != nil || res.Conclusion != "plain answer" || got.TaskID != "t1" || got.Goal != "sleep well" {
-		t.Errorf("text: %+v %v (server got %+v)", res, err, got)
+	if res, err := run("/text"); err != nil || res.Conclusion != "plain answer" || seen().TaskID != "t1" || seen().Goal != "sleep well" {
+		t.Errorf("text: %+v %v (server got %+v)", res, err, seen())
 	}
 	if res, err := run("/json"); err != nil || res.Conclusion != "from json" {
 		t.Errorf("json: %+v %v", res, err)
