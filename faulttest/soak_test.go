@@ -60,6 +60,15 @@ func TestSoak(t *testing.T) {
 	}
 	waitOnline(t, s.nc, s.subj, names...)
 	rec := record(t, s.nc, s.subj)
+	// One goal first, so that the one-time caches (the lexicon's unit
+	// vectors, about 34 MiB, built on the first search) are in the baseline.
+	var warm protocol.GoalResult
+	wctx, wcancel := context.WithTimeout(t.Context(), time.Minute)
+	err := bus.Request(wctx, s.nc, s.subj.Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: "Do step one of the warm-up job.", Team: names[:1], Wait: true}, &warm)
+	wcancel()
+	if err != nil {
+		t.Fatalf("warm-up goal: %v", err)
+	}
 	heap0, g0 := heapMiB(), runtime.NumGoroutine()
 	start := time.Now()
 	deadline := start.Add(*soakFor)
@@ -76,6 +85,23 @@ func TestSoak(t *testing.T) {
 	// The killer: a random agent process every -soak-kill, started again
 	// at once (it rejoins its chats and redoes its unfinished tasks).
 	var bg sync.WaitGroup
+	// A sample of heap and goroutines every minute shows whether they level off.
+	var samples []string
+	bg.Go(func() {
+		tick := time.NewTicker(time.Minute)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			line := fmt.Sprintf("%v: heap %.1f MiB, goroutines %d", time.Since(start).Round(time.Second), heapMiB(), runtime.NumGoroutine())
+			mu.Lock()
+			samples = append(samples, line)
+			mu.Unlock()
+		}
+	})
 	bg.Go(func() {
 		tick := time.NewTicker(*soakKill)
 		defer tick.Stop()
@@ -154,6 +180,8 @@ func TestSoak(t *testing.T) {
 	rec.seen, rec.requests, rec.replies, rec.acked, rec.order = map[string][]protocol.AgentMessage{}, map[string]ackKey{}, map[string]uint64{}, map[ackKey]uint64{}, map[string][]ackKey{}
 	rec.mu.Unlock()
 	clear(ended)
+	// Let timers of the ended chats (referee sweeps, pooled buffers) run out.
+	time.Sleep(5 * time.Second)
 	heap1, g1 := heapMiB(), runtime.NumGoroutine()
 	if path := os.Getenv("IOA_SOAK_HEAPPROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {
@@ -173,6 +201,9 @@ func TestSoak(t *testing.T) {
 		fmt.Fprintf(&b, "  %5d  %s\n", reasons[k], k)
 	}
 	fmt.Fprintf(&b, "messages: %s\n", a)
+	for _, line := range samples {
+		fmt.Fprintf(&b, "  %s\n", line)
+	}
 	fmt.Fprintf(&b, "goroutines %d -> %d, heap %.1f -> %.1f MiB (%.1f MiB before releasing the test's own records)\n", g0, g1, heap0, heap1, heapWithRecords)
 	t.Log("\n" + b.String())
 	for _, p := range a.Problems {

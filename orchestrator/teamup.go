@@ -12,8 +12,14 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
-// inviteTimeout bounds how long a member may take to answer an invitation.
-const inviteTimeout = 5 * time.Second
+// inviteTimeout bounds how long a member may take to answer an invitation;
+// each attempt gets inviteAttempt of it. Invitations are idempotent, so one
+// that went to a process killed before it answered is simply sent again and
+// reaches the restarted member.
+const (
+	inviteTimeout = 8 * time.Second
+	inviteAttempt = 2 * time.Second
+)
 
 // handleTeamup checks the team, invites the members and starts the chat.
 func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protocol.TeamupRequest) (*protocol.TeamupReply, error) {
@@ -150,14 +156,21 @@ func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatu
 				return
 			}
 			// A member restarting (still online in the registry) has no
-			// responder for a moment: ask again within the grace period.
+			// responder for a moment, or took the invitation down with it:
+			// ask again until the invitation's time is up.
 			var reply protocol.InviteReply
-			for start, backoff := time.Now(), 20*time.Millisecond; ; backoff = min(2*backoff, 500*time.Millisecond) {
-				err = bus.Request(ictx, s.nc, subject, req, &reply)
-				if !errors.Is(err, protocol.ErrUnavailable) || time.Since(start) > launcherGrace || ictx.Err() != nil {
+			for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, 500*time.Millisecond) {
+				actx, acancel := context.WithTimeout(ictx, inviteAttempt)
+				err = bus.Request(actx, s.nc, subject, req, &reply)
+				acancel()
+				retry := errors.Is(err, protocol.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+				if !retry || ictx.Err() != nil {
 					break
 				}
-				time.Sleep(backoff)
+				select {
+				case <-ictx.Done():
+				case <-time.After(backoff):
+				}
 			}
 			if err != nil {
 				errs[i] = protocol.Errorf(protocol.ErrConflict, "member %s did not answer the invitation: %v", c.Name, err)
