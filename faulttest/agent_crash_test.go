@@ -11,6 +11,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/orchestrator"
+	"github.com/ioa-nats/ioa/registry"
 	"github.com/nats-io/nats.go"
 )
 
@@ -26,13 +27,32 @@ func childAgent(t *testing.T, s *stack, name, script string) *proc {
 }
 
 // TestFaultAgentKilledMidTask SIGKILLs an agent process while its task
-// runs: the referee fails the task at the task timeout (a task_result from
-// "system") and the goal still ends, with the failure in its conclusion.
+// runs and does not start it again: the referee fails the task (a
+// task_result from "system") and the goal still ends, with the failure in
+// its conclusion. The referee notices either at the task timeout or, when
+// that is far off, once the registry reports the agent offline ("member
+// gone": its heartbeats stopped).
 func TestFaultAgentKilledMidTask(t *testing.T) {
-	s := newStack(t, stackOpts{
-		orch:        orchestrator.Config{TaskTimeout: 1500 * time.Millisecond, SpeakerTimeout: 3 * time.Second},
-		coordinator: true,
-	})
+	for _, tc := range []struct {
+		name string
+		opts stackOpts
+		want string // in the failed task's conclusion
+	}{
+		{"task timeout", stackOpts{orch: orchestrator.Config{TaskTimeout: 1500 * time.Millisecond, SpeakerTimeout: 3 * time.Second}}, "no result within 1.5s"},
+		{"member gone", stackOpts{
+			orch: orchestrator.Config{TaskTimeout: time.Minute, SpeakerTimeout: time.Minute},
+			reg:  registry.Config{HeartbeatTTL: 1500 * time.Millisecond},
+		}, "sleeper left: it is offline"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.coordinator = true
+			agentKilledMidTask(t, tc.opts, tc.want)
+		})
+	}
+}
+
+func agentKilledMidTask(t *testing.T, opts stackOpts, want string) {
+	s := newStack(t, opts)
 	script := writeFile(t, t.TempDir(), "slow.sh", "#!/bin/sh\ncat >/dev/null\nsleep 5\necho done\n", 0o755)
 	agent := childAgent(t, s, "sleeper", script)
 	rec := record(t, s.nc, s.subj)
@@ -51,8 +71,9 @@ func TestFaultAgentKilledMidTask(t *testing.T) {
 	}
 	task := assign.Tasks[0].TaskID
 	results := taskResults(log, task)
-	if len(results) != 1 || results[0].Sender != protocol.SystemSender || results[0].TaskStatus != protocol.TaskFailed {
-		t.Fatalf("results of task %s = %+v, want one failed result from system", task, results)
+	if len(results) != 1 || results[0].Sender != protocol.SystemSender || results[0].TaskStatus != protocol.TaskFailed ||
+		!strings.Contains(results[0].TaskConclusion, want) {
+		t.Fatalf("results of task %s = %+v, want one failed result from system saying %q", task, results, want)
 	}
 	if st.Result == nil {
 		t.Fatalf("goal %s ended %s with no result", id, st.Status)

@@ -1,12 +1,17 @@
 package orchestrator_test
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/orchestrator"
+	"github.com/ioa-nats/ioa/registry"
 )
 
 func pingPong(other string) func(protocol.Chat) *protocol.AgentMessage {
@@ -177,5 +182,88 @@ func TestSubmitForms(t *testing.T) {
 	var list protocol.GoalListReply
 	if err := requestJSON(t, w, "goal.list", []byte(""), &list); err != nil || len(list.Goals) != 1 {
 		t.Fatalf("list: %+v %v", list, err)
+	}
+}
+
+// TestGoneMembersLoseTheirTasksAndTurns: members that stop heartbeating
+// (offline in the registry) are "gone" (PROTOCOL.md §5): the referee fails
+// the task of a gone assignee and gives a gone speaker's turn back to the
+// launcher, long before the task and speaker timeouts.
+func TestGoneMembersLoseTheirTasksAndTurns(t *testing.T) {
+	const ttl = 1500 * time.Millisecond
+	s := stacktest.Start(t, stacktest.Options{
+		Orchestrator: orchestrator.Config{TaskTimeout: time.Minute, SpeakerTimeout: time.Minute},
+		Registry:     registry.Config{HeartbeatTTL: ttl},
+	})
+	w := &world{Stack: s, b: s.Bus, nc: s.Bus.Conn()}
+	lead := newWireAgent(t, w.b, card("lead", "leads"))
+	lead.team = []string{"ghost"}
+	lead.speak = func(c protocol.Chat) *protocol.AgentMessage {
+		switch {
+		case c.Goal == "task" && len(c.Tasks) == 0:
+			return &protocol.AgentMessage{Type: protocol.MsgSyncTaskAssign, Tasks: []protocol.Task{{Assignee: "ghost", TaskDesc: "never finishes"}}}
+		case c.Goal == "task":
+			return &protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "task " + c.Tasks[0].Status + ": " + c.Tasks[0].Result}
+		case c.Turn == 0:
+			return &protocol.AgentMessage{Type: protocol.MsgDiscussion, Content: "your turn", NextSpeaker: []string{"ghost"}}
+		default:
+			return &protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "the turn came back"}
+		}
+	}
+	ghost := newWireAgent(t, w.b, card("ghost", "registers, then never heartbeats"))
+	lead.start(t.Context())
+	ghost.start(t.Context())
+	// The lead stays online; the ghost's registration runs out after ttl.
+	go func() {
+		for {
+			select {
+			case <-t.Context().Done():
+				return
+			case <-time.After(ttl / 4):
+			}
+			_ = bus.Request(t.Context(), lead.nc, w.b.Subjects().Registry(bus.RegistryHeartbeat), protocol.NameRequest{Name: "lead"}, nil)
+		}
+	}()
+	// Both goals at once: each waits goneCheckAfter before the referee asks.
+	type outcome struct {
+		res protocol.GoalResult
+		err error
+	}
+	results := make(chan outcome, 2)
+	for _, goal := range []string{"task", "turn"} {
+		go func() {
+			var o outcome
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			o.err = bus.Request(ctx, w.nc, w.b.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: goal, Launcher: "lead", Wait: true}, &o.res)
+			results <- o
+		}()
+	}
+	for range 2 {
+		o := <-results
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		res := o.res
+		want := map[string]string{
+			"task": "task failed: ghost left: it is offline (no heartbeat)",
+			"turn": "the turn came back",
+		}
+		var goal string
+		for g, c := range want {
+			if c == res.Conclusion {
+				goal = g
+			}
+		}
+		if res.Status != protocol.GoalConcluded || goal == "" {
+			t.Fatalf("result = %+v, want concluded with one of %q", res, want)
+		}
+		if goal == "turn" {
+			log := w.chatLog(t, "lead", res.CommID)
+			i := slices.IndexFunc(log, func(m protocol.AgentMessage) bool { return m.Event == protocol.EventSpeakerTimeout })
+			if i < 0 || log[i].Content != "ghost is offline (no heartbeat); the turn goes back to lead." {
+				t.Fatalf("no speaker_timeout for the gone speaker in %+v", log)
+			}
+		}
 	}
 }

@@ -54,10 +54,11 @@ func TestGoalEndToEndWithCoordinatorAndAgentkitAgents(t *testing.T) {
 	// The multiplier holds its result until the chat pauses on it, so the
 	// walk through pause_and_trigger does not depend on timing.
 	paused := make(chan struct{})
+	var pausedOnce sync.Once
 	sub, err := w.nc.Subscribe(w.b.Subjects().AllChats(), func(m *nats.Msg) {
 		var am protocol.AgentMessage
 		if json.Unmarshal(m.Data, &am) == nil && am.Type == protocol.MsgPause {
-			close(paused)
+			pausedOnce.Do(func() { close(paused) })
 		}
 	})
 	if err != nil {

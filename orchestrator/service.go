@@ -88,6 +88,7 @@ type Service struct {
 	svc    micro.Service
 	shards []chan func()
 	limits *rateLimits
+	live   liveness
 
 	mu         sync.Mutex
 	active     map[string]*chatRecord // comm_id -> record of the open chats this instance referees

@@ -65,30 +65,27 @@ func (s *Service) checkChat(ctx context.Context, comm string) {
 			Reason: "goal_timeout", Content: summarize(c, "the goal's time ran out"),
 		})
 	case c.State == protocol.StateDiscussion && c.Speaker != "" && now.Sub(rec.TurnSince) > s.cfg.SpeakerTimeout:
-		if c.Speaker != c.Launcher {
-			err = s.system(ctx, comm, protocol.AgentMessage{
-				Type: protocol.MsgSystem, Event: protocol.EventSpeakerTimeout, NextSpeaker: []string{c.Launcher},
-				Content: fmt.Sprintf("%s did not speak within %s; the turn goes back to %s.", c.Speaker, s.cfg.SpeakerTimeout, c.Launcher),
-			})
-			break
-		}
-		reason := "launcher_timeout"
-		if c.FinalTurn {
-			reason = "turn_limit"
-		}
-		err = s.system(ctx, comm, protocol.AgentMessage{
-			Type: protocol.MsgSystem, Event: protocol.EventEnd, Status: protocol.GoalFailed, Reason: reason,
-			Content: summarize(c, fmt.Sprintf("the launcher %s did not speak within %s", c.Launcher, s.cfg.SpeakerTimeout)),
-		})
+		err = s.takeTurn(ctx, comm, c, fmt.Sprintf("did not speak within %s", s.cfg.SpeakerTimeout), "launcher_timeout")
+	case c.State == protocol.StateDiscussion && c.Speaker != "" && now.Sub(rec.TurnSince) > goneCheckAfter && s.gone(ctx, c.Speaker):
+		err = s.takeTurn(ctx, comm, c, "is offline (no heartbeat)", "launcher_gone")
 	default:
-		for _, id := range c.RunningTasks() {
-			since, ok := rec.TaskSince[id]
-			if !ok || now.Sub(since) <= s.cfg.TaskTimeout {
+		for _, t := range c.Tasks {
+			since, ok := rec.TaskSince[t.TaskID]
+			if t.Done() || !ok {
+				continue
+			}
+			why, id := "", ""
+			switch {
+			case now.Sub(since) > s.cfg.TaskTimeout:
+				why, id = fmt.Sprintf("no result within %s", s.cfg.TaskTimeout), "timeout-"+t.TaskID
+			case now.Sub(since) > goneCheckAfter && s.gone(ctx, t.Assignee):
+				why, id = fmt.Sprintf("%s left: it is offline (no heartbeat)", t.Assignee), "gone-"+t.TaskID
+			default:
 				continue
 			}
 			err = s.system(ctx, comm, protocol.AgentMessage{
-				Type: protocol.MsgTaskResult, TaskID: id, TaskStatus: protocol.TaskFailed,
-				TaskConclusion: fmt.Sprintf("no result within %s", s.cfg.TaskTimeout), ID: "timeout-" + id,
+				Type: protocol.MsgTaskResult, TaskID: t.TaskID, TaskStatus: protocol.TaskFailed,
+				TaskConclusion: why, ID: id,
 			})
 			break
 		}
@@ -96,6 +93,26 @@ func (s *Service) checkChat(ctx context.Context, comm string) {
 	if err != nil {
 		s.log.Warn("deadline check", "comm", comm, "err", err)
 	}
+}
+
+// takeTurn ends a discussion turn the speaker will not take: a member's
+// turn goes back to the launcher; the launcher's failure ends the goal
+// (reason launcherReason, or turn_limit on its last turn).
+func (s *Service) takeTurn(ctx context.Context, comm string, c protocol.Chat, what, launcherReason string) error {
+	if c.Speaker != c.Launcher {
+		return s.system(ctx, comm, protocol.AgentMessage{
+			Type: protocol.MsgSystem, Event: protocol.EventSpeakerTimeout, NextSpeaker: []string{c.Launcher},
+			Content: fmt.Sprintf("%s %s; the turn goes back to %s.", c.Speaker, what, c.Launcher),
+		})
+	}
+	reason := launcherReason
+	if c.FinalTurn {
+		reason = "turn_limit"
+	}
+	return s.system(ctx, comm, protocol.AgentMessage{
+		Type: protocol.MsgSystem, Event: protocol.EventEnd, Status: protocol.GoalFailed, Reason: reason,
+		Content: summarize(c, fmt.Sprintf("the launcher %s %s", c.Launcher, what)),
+	})
 }
 
 // resume picks up the goals that were running when the orchestrator
