@@ -60,14 +60,19 @@ func TestSoak(t *testing.T) {
 	}
 	waitOnline(t, s.nc, s.subj, names...)
 	rec := record(t, s.nc, s.subj)
-	// One goal first, so that the one-time caches (the lexicon's unit
-	// vectors, about 34 MiB, built on the first search) are in the baseline.
+	// One goal and one search first, so that the one-time caches (the
+	// lexicon's unit vectors, about 34 MiB, built on the first search) are in
+	// the baseline.
 	var warm protocol.GoalResult
 	wctx, wcancel := context.WithTimeout(t.Context(), time.Minute)
 	err := bus.Request(wctx, s.nc, s.subj.Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: "Do step one of the warm-up job.", Team: names[:1], Wait: true}, &warm)
 	wcancel()
 	if err != nil {
 		t.Fatalf("warm-up goal: %v", err)
+	}
+	var found protocol.SearchReply
+	if err := bus.Request(t.Context(), s.nc, s.subj.Registry(bus.RegistrySearch), protocol.SearchRequest{Query: "warm up the search"}, &found); err != nil {
+		t.Fatalf("warm-up search: %v", err)
 	}
 	heap0, g0 := heapMiB(), runtime.NumGoroutine()
 	start := time.Now()
@@ -85,7 +90,8 @@ func TestSoak(t *testing.T) {
 	// The killer: a random agent process every -soak-kill, started again
 	// at once (it rejoins its chats and redoes its unfinished tasks).
 	var bg sync.WaitGroup
-	// A sample of heap and goroutines every minute shows whether they level off.
+	// A sample of heap and goroutines every minute shows whether they level
+	// off. The heap includes the test's own record of every message.
 	var samples []string
 	bg.Go(func() {
 		tick := time.NewTicker(time.Minute)
@@ -96,7 +102,7 @@ func TestSoak(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			line := fmt.Sprintf("%v: heap %.1f MiB, goroutines %d", time.Since(start).Round(time.Second), heapMiB(), runtime.NumGoroutine())
+			line := fmt.Sprintf("%v: heap %.1f MiB (with the test's records), goroutines %d", time.Since(start).Round(time.Second), heapMiB(), runtime.NumGoroutine())
 			mu.Lock()
 			samples = append(samples, line)
 			mu.Unlock()
@@ -180,8 +186,9 @@ func TestSoak(t *testing.T) {
 	rec.seen, rec.requests, rec.replies, rec.acked, rec.order = map[string][]protocol.AgentMessage{}, map[string]ackKey{}, map[string]uint64{}, map[ackKey]uint64{}, map[string][]ackKey{}
 	rec.mu.Unlock()
 	clear(ended)
-	// Let timers of the ended chats (referee sweeps, pooled buffers) run out.
-	time.Sleep(5 * time.Second)
+	// Let the caches of an idle runtime expire before the last sample: the
+	// file store keeps each stream's last blocks cached for 10 s after use.
+	time.Sleep(15 * time.Second)
 	heap1, g1 := heapMiB(), runtime.NumGoroutine()
 	if path := os.Getenv("IOA_SOAK_HEAPPROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {
