@@ -41,7 +41,7 @@ func TestFaultAgentKilledMidTask(t *testing.T) {
 		{"task timeout", stackOpts{orch: orchestrator.Config{TaskTimeout: 1500 * time.Millisecond, SpeakerTimeout: 3 * time.Second}}, "no result within 1.5s"},
 		{"member gone", stackOpts{
 			orch: orchestrator.Config{TaskTimeout: time.Minute, SpeakerTimeout: time.Minute},
-			reg:  registry.Config{HeartbeatTTL: 1500 * time.Millisecond},
+			reg:  registry.Config{HeartbeatTTL: 3 * time.Second},
 		}, "sleeper left: it is offline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

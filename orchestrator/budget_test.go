@@ -190,7 +190,7 @@ func TestSubmitForms(t *testing.T) {
 // the task of a gone assignee and gives a gone speaker's turn back to the
 // launcher, long before the task and speaker timeouts.
 func TestGoneMembersLoseTheirTasksAndTurns(t *testing.T) {
-	const ttl = 1500 * time.Millisecond
+	const ttl = 3 * time.Second
 	s := stacktest.Start(t, stacktest.Options{
 		Orchestrator: orchestrator.Config{TaskTimeout: time.Minute, SpeakerTimeout: time.Minute},
 		Registry:     registry.Config{HeartbeatTTL: ttl},
