@@ -96,6 +96,7 @@ const maxEndedChats = 1024
 
 // retire moves an ended chat out of the swept set into a small cache.
 func (s *Service) retire(comm string, rec *chatRecord) {
+	s.limits.forget(comm, rec.Chat.Members)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.active, comm)

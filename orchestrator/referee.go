@@ -455,3 +455,12 @@ func (l *rateLimits) allow(key string) bool {
 	l.mu.Unlock()
 	return lim.Allow()
 }
+
+// forget drops the limiters of a chat that has ended.
+func (l *rateLimits) forget(comm string, members []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range members {
+		delete(l.byKey, m+"/"+comm)
+	}
+}
