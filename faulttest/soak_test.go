@@ -87,36 +87,22 @@ func TestSoak(t *testing.T) {
 	)
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	// The killer: a random agent process every -soak-kill, started again
-	// at once (it rejoins its chats and redoes its unfinished tasks).
 	var bg sync.WaitGroup
 	// A sample of heap and goroutines every minute shows whether they level
 	// off. The heap includes the test's own record of every message.
 	var samples []string
 	bg.Go(func() {
-		tick := time.NewTicker(time.Minute)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+		every(ctx, time.Minute, func() {
 			line := fmt.Sprintf("%v: heap %.1f MiB (with the test's records), goroutines %d", time.Since(start).Round(time.Second), heapMiB(), runtime.NumGoroutine())
 			mu.Lock()
 			samples = append(samples, line)
 			mu.Unlock()
-		}
+		})
 	})
+	// The killer: a random agent process every -soak-kill, started again
+	// at once (it rejoins its chats and redoes its unfinished tasks).
 	bg.Go(func() {
-		tick := time.NewTicker(*soakKill)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+		every(ctx, *soakKill, func() {
 			if time.Now().After(deadline) {
 				return
 			}
@@ -126,7 +112,7 @@ func TestSoak(t *testing.T) {
 			mu.Lock()
 			kills++
 			mu.Unlock()
-		}
+		})
 	})
 	var wg sync.WaitGroup
 	dumped := false // IOA_SOAK_DUMP=<reason> logs the first chat that ended so
@@ -218,6 +204,20 @@ func TestSoak(t *testing.T) {
 	}
 	if a.Lost != 0 || a.Duplicated != 0 || endedCount != started {
 		t.Errorf("lost %d, duplicated %d, %d of %d goals seen to end", a.Lost, a.Duplicated, endedCount, started)
+	}
+}
+
+// every calls fn every d until ctx is done.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			fn()
+		}
 	}
 }
 
