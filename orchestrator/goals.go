@@ -440,7 +440,7 @@ func (s *Service) event(ev protocol.GoalEvent) {
 	if err != nil {
 		return
 	}
-	if err := s.nc.Publish(subject, bus.Encode(ev)); err != nil {
+	if _, err := s.js.PublishAsync(subject, bus.Encode(ev)); err != nil {
 		s.log.Warn("publish goal event", "goal", ev.GoalID, "kind", ev.Kind, "err", err)
 	}
 }

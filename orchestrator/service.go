@@ -125,7 +125,11 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("orchestrator: %w", err)
 	}
 	s.nc = nc
-	s.js, err = jetstream.New(nc)
+	// Goal events are stored with acknowledged asynchronous publishes: the
+	// referee does not wait for each, and a failed store is logged.
+	s.js, err = jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
+		s.log.Warn("goal event not stored", "subject", m.Subject, "err", err)
+	}), jetstream.WithPublishAsyncTimeout(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("orchestrator: %w", err)
 	}
@@ -226,6 +230,12 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		case <-done:
 		case <-ctx.Done():
 			err = errors.Join(err, ctx.Err())
+		}
+		if s.js != nil {
+			select {
+			case <-s.js.PublishAsyncComplete():
+			case <-ctx.Done():
+			}
 		}
 		if s.nc != nil {
 			err = errors.Join(err, bus.Drain(ctx, s.nc))
