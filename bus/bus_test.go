@@ -77,7 +77,7 @@ func TestStartProvisionsResourcesAndKeepsData(t *testing.T) {
 }
 
 func TestConnectToExternalServer(t *testing.T) {
-	ext := bustest.New(t) // stands in for an existing nats-server
+	ext := bustest.New(t, func(c *bus.Config) { c.Prefix = "ext" }) // stands in for an existing nats-server
 	b, err := bus.Open(t.Context(), bus.Config{NATSURL: ext.ClientURL(), Prefix: "ext"})
 	if err != nil {
 		t.Fatal(err)
@@ -86,13 +86,23 @@ func TestConnectToExternalServer(t *testing.T) {
 	if b.Embedded() {
 		t.Fatal("Open with a URL started a server")
 	}
-	// The resources exist on the external server under the new prefix.
+	// The resources exist on the external server under the prefix.
 	st, err := ext.JetStream().Stream(t.Context(), bus.StreamChats)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := st.CachedInfo().Config.Subjects; !slices.Equal(got, []string{"ext.chat.>"}) {
 		t.Fatalf("subjects = %v", got)
+	}
+	// Another prefix on the same account would take the fixed-name streams
+	// over: it is refused, and the streams stay as they were.
+	_, err = bus.Open(t.Context(), bus.Config{NATSURL: ext.ClientURL(), Prefix: "other"})
+	if err == nil || !strings.Contains(err.Error(), "serves ext.chat.>, not other.chat.>") {
+		t.Fatalf("a second prefix on the account: %v", err)
+	}
+	st, err = ext.JetStream().Stream(t.Context(), bus.StreamChats)
+	if err != nil || !slices.Equal(st.CachedInfo().Config.Subjects, []string{"ext.chat.>"}) {
+		t.Fatalf("after the refusal: %v %v", st.CachedInfo().Config.Subjects, err)
 	}
 }
 

@@ -2,7 +2,10 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,6 +43,9 @@ func (b *Bus) provision(ctx context.Context) error {
 		{Name: StreamGoals, Subjects: []string{s.AllGoalEvents(), s.AllGoalResults()}, Description: "IoA goal events and results", MaxMsgSize: maxMsg, AllowDirect: true},
 	}
 	for _, sc := range streams {
+		if err := b.checkOwner(ctx, sc); err != nil {
+			return err
+		}
 		sc.Storage = jetstream.FileStorage
 		sc.Replicas = b.cfg.Replicas
 		sc.Duplicates = dedupWindow
@@ -65,6 +71,26 @@ func (b *Bus) provision(ctx context.Context) error {
 	}
 	if _, err := b.js.CreateOrUpdateKeyValue(ctx, presence); err != nil {
 		return fmt.Errorf("bus: bucket %s: %w", presence.Bucket, err)
+	}
+	return nil
+}
+
+// checkOwner refuses to take over a stream that another deployment, with
+// another subject prefix, created on the same NATS account: the names of the
+// streams and buckets are fixed (PROTOCOL.md §7), so two prefixes cannot
+// share an account, and updating the stream would silently cut the other
+// deployment off its own logs.
+func (b *Bus) checkOwner(ctx context.Context, want jetstream.StreamConfig) error {
+	st, err := b.js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("bus: stream %s: %w", want.Name, err)
+	}
+	if have := st.CachedInfo().Config.Subjects; !slices.Equal(have, want.Subjects) {
+		return fmt.Errorf("bus: stream %s on this NATS account serves %s, not %s: another deployment with a different bus.prefix uses it; give each prefix its own account or server, or use its prefix",
+			want.Name, strings.Join(have, " "), strings.Join(want.Subjects, " "))
 	}
 	return nil
 }
