@@ -267,3 +267,72 @@ func TestGoneMembersLoseTheirTasksAndTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryPagesALongChat reads two long chats, logged interleaved in the
+// stream, page by page: every after_seq and limit gives exactly the slice of
+// the full log (the referee seeks to after_seq rather than reading from the
+// start).
+func TestHistoryPagesALongChat(t *testing.T) {
+	const goals = 2
+	w := newWorld(t, orchestrator.Config{MaxTurns: 41})
+	ping := newWireAgent(t, w.b, card("ping", "talks"))
+	ping.team = []string{"pong"}
+	ping.speak = pingPong("pong")
+	pong := newWireAgent(t, w.b, card("pong", "talks back"))
+	pong.speak = pingPong("ping")
+	ping.start(t.Context())
+	pong.start(t.Context())
+	// An odd turn limit, so that pong reaches it and ping concludes.
+	comms := make(chan string, goals)
+	for range goals {
+		go func() {
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			var res protocol.GoalResult
+			if err := bus.Request(ctx, w.nc, w.b.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: "chat on", Launcher: "ping", Wait: true, MaxTurns: 41}, &res); err != nil {
+				t.Error(err)
+			}
+			comms <- res.CommID
+		}()
+	}
+	for range goals {
+		comm := <-comms
+		if t.Failed() {
+			return
+		}
+		full := w.chatLog(t, "ping", comm)
+		if len(full) < 40 {
+			t.Fatalf("chat %s has %d messages, want at least 40", comm, len(full))
+		}
+		for i, m := range full {
+			if m.Seq != uint64(i+1) {
+				t.Fatalf("message %d has seq %d", i, m.Seq)
+			}
+		}
+		n := len(full)
+		subject, _ := w.b.Subjects().History("ping", comm)
+		for _, after := range []int{0, 1, 15, 16, 17, 30, n - 1, n, n + 5} {
+			for _, limit := range []int{0, 1, 5} {
+				var h protocol.HistoryReply
+				if err := bus.Request(t.Context(), w.nc, subject, protocol.HistoryRequest{AfterSeq: uint64(after), Limit: limit}, &h); err != nil {
+					t.Fatal(err)
+				}
+				want := full[min(after, n):]
+				if limit > 0 && len(want) > limit {
+					want = want[:limit]
+				}
+				got := make([]uint64, len(h.Messages))
+				for i, m := range h.Messages {
+					got[i] = m.Seq
+				}
+				wantSeqs := make([]uint64, len(want))
+				for i, m := range want {
+					wantSeqs[i] = m.Seq
+				}
+				if !slices.Equal(got, wantSeqs) {
+					t.Fatalf("history after %d limit %d = %v, want %v", after, limit, got, wantSeqs)
+				}
+			}
+		}
+	}
+}

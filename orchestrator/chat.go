@@ -135,7 +135,7 @@ func (s *Service) rebuild(ctx context.Context, comm string) (*chatRecord, error)
 	if msgs[0].Type != protocol.MsgSystem || msgs[0].Event != protocol.EventStart {
 		return nil, protocol.Errorf(protocol.ErrNotFound, "no chat %s (its log does not begin with a start message)", comm)
 	}
-	rec := &chatRecord{Seen: map[string]sentReply{}, TaskSince: map[string]time.Time{}, StreamSeq: last}
+	rec := &chatRecord{Seen: map[string]sentReply{}, TaskSince: map[string]time.Time{}, StreamSeq: last.StreamSeq}
 	// Where the log begins: left at 0, the next append would take its own
 	// sequence for it, and later reads would miss the start message.
 	if subject, err := s.subj.Chat(comm); err == nil {
@@ -234,35 +234,54 @@ func (s *Service) save(ctx context.Context, comm string, rec *chatRecord) error 
 	return nil
 }
 
+// chatTail is where a chat's log ends: the stream sequence and the chat
+// seq of its last message (zero for a chat with no log).
+type chatTail struct {
+	StreamSeq, Seq uint64
+}
+
 // readChat returns the logged messages of a chat with seq > after (at most
-// limit when limit > 0) and the stream sequence of its last message. It
-// walks the chat's subject with direct gets (next message by subject), which
-// costs one request per message and creates no consumer.
-func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit int) ([]protocol.AgentMessage, uint64, error) {
+// limit when limit > 0) and where the log ends. It walks the chat's subject
+// with direct gets (next message by subject), which costs one request per
+// message and creates no consumer.
+func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit int) ([]protocol.AgentMessage, chatTail, error) {
 	subject, err := s.subj.Chat(comm)
 	if err != nil {
-		return nil, 0, err
+		return nil, chatTail{}, err
 	}
 	last, err := s.chats.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, 0, nil
+		return nil, chatTail{}, nil
 	}
 	if err != nil {
-		return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
+		return nil, chatTail{}, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
 	}
+	lastSeq, err := chatSeq(comm, last)
+	if err != nil {
+		return nil, chatTail{}, err
+	}
+	tail := chatTail{StreamSeq: last.Sequence, Seq: lastSeq}
 	var out []protocol.AgentMessage
 	seq := uint64(1)
 	if rec := s.activeChat(comm); rec != nil && rec.FirstStreamSeq > 0 {
 		seq = rec.FirstStreamSeq
 	}
+	if after >= tail.Seq {
+		return nil, tail, nil
+	}
+	if after >= seekAfter {
+		if seq, err = s.seekChat(ctx, comm, subject, seq, last.Sequence, after); err != nil {
+			return nil, chatTail{}, err
+		}
+	}
 	for seq <= last.Sequence {
 		raw, err := s.chats.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if err != nil {
-			return nil, 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s at %d: %v", comm, seq, err)
+			return nil, chatTail{}, protocol.Errorf(protocol.ErrUnavailable, "read chat %s at %d: %v", comm, seq, err)
 		}
 		var am protocol.AgentMessage
 		if err := json.Unmarshal(raw.Data, &am); err != nil {
-			return nil, 0, fmt.Errorf("chat %s: bad log entry at %d: %w", comm, raw.Sequence, err)
+			return nil, chatTail{}, fmt.Errorf("chat %s: bad log entry at %d: %w", comm, raw.Sequence, err)
 		}
 		if am.Seq > after {
 			out = append(out, am)
@@ -272,5 +291,46 @@ func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit
 		}
 		seq = raw.Sequence + 1
 	}
-	return out, last.Sequence, nil
+	return out, tail, nil
+}
+
+// seekAfter is the chat seq from which readChat looks for its starting point
+// by bisection rather than reading the chat from its start: a member that
+// catches up on a long chat costs O(log n + new messages), not O(n).
+const seekAfter = 16
+
+// seekChat returns a stream sequence at or before the first message of the
+// chat (on subject, within [lo, hi]) whose chat seq is after `after`. Chat
+// seqs grow with stream sequences, so a bisection over the stream's
+// sequences, each probe a direct get of the next message on the subject,
+// finds it.
+func (s *Service) seekChat(ctx context.Context, comm, subject string, lo, hi, after uint64) (uint64, error) {
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		raw, err := s.chats.GetMsg(ctx, mid, jetstream.WithGetMsgSubject(subject))
+		if err != nil {
+			return 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s at %d: %v", comm, mid, err)
+		}
+		seq, err := chatSeq(comm, raw)
+		if err != nil {
+			return 0, err
+		}
+		if seq > after {
+			hi = mid
+		} else {
+			lo = raw.Sequence + 1
+		}
+	}
+	return lo, nil
+}
+
+// chatSeq is the chat seq of a logged message.
+func chatSeq(comm string, raw *jetstream.RawStreamMsg) (uint64, error) {
+	var am struct {
+		Seq uint64 `json:"seq"`
+	}
+	if err := json.Unmarshal(raw.Data, &am); err != nil {
+		return 0, fmt.Errorf("chat %s: bad log entry at %d: %w", comm, raw.Sequence, err)
+	}
+	return am.Seq, nil
 }

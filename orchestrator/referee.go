@@ -379,24 +379,29 @@ func (s *Service) history(ctx context.Context, subject string, data []byte, repl
 	if req.Limit == 0 {
 		req.Limit = 1000
 	}
-	msgs, _, err := s.readChat(ctx, as.CommID, 0, 0)
+	// The start message says who the members are; then only the asked-for
+	// page is read.
+	start, _, err := s.readChat(ctx, as.CommID, 0, 1)
 	if err != nil {
 		fail(err)
 		return
 	}
-	if len(msgs) == 0 {
+	if len(start) == 0 {
 		fail(protocol.Errorf(protocol.ErrNotFound, "no chat %s", as.CommID))
 		return
 	}
-	if start := msgs[0]; !memberOf(start, as.Name) {
+	if !memberOf(start[0], as.Name) {
 		fail(protocol.Errorf(protocol.ErrNotMember, "%s is not a member of chat %s", as.Name, as.CommID))
 		return
 	}
-	out := protocol.HistoryReply{Messages: []protocol.AgentMessage{}, LastSeq: msgs[len(msgs)-1].Seq}
-	for _, m := range msgs {
-		if m.Seq > req.AfterSeq && len(out.Messages) < req.Limit {
-			out.Messages = append(out.Messages, m)
-		}
+	msgs, tail, err := s.readChat(ctx, as.CommID, req.AfterSeq, req.Limit)
+	if err != nil {
+		fail(err)
+		return
+	}
+	out := protocol.HistoryReply{Messages: msgs, LastSeq: tail.Seq}
+	if out.Messages == nil {
+		out.Messages = []protocol.AgentMessage{}
 	}
 	_ = bus.RespondLater(s.nc, replyTo, out)
 }
