@@ -23,8 +23,9 @@ func pingPong(other string) func(protocol.Chat) *protocol.AgentMessage {
 	}
 }
 
-func TestPingPongStopsAtMaxTurns(t *testing.T) {
-	w := newWorld(t, orchestrator.Config{})
+// startPingPong starts ping (the launcher, who teams up with pong) and pong,
+// who hand the turn to each other until the turn limit.
+func startPingPong(t *testing.T, w *world) {
 	ping := newWireAgent(t, w.b, card("ping", "talks"))
 	ping.team = []string{"pong"}
 	ping.speak = pingPong("pong")
@@ -32,6 +33,11 @@ func TestPingPongStopsAtMaxTurns(t *testing.T) {
 	pong.speak = pingPong("ping")
 	ping.start(t.Context())
 	pong.start(t.Context())
+}
+
+func TestPingPongStopsAtMaxTurns(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{})
+	startPingPong(t, w)
 	res := w.submitWait(t, protocol.GoalRequest{Goal: "chat forever", Launcher: "ping", MaxTurns: 7})
 	if res.Status != protocol.GoalConcluded || res.Turns != 8 || res.Conclusion != "stopped by the turn limit" {
 		t.Fatalf("result = %+v", res)
@@ -275,13 +281,7 @@ func TestGoneMembersLoseTheirTasksAndTurns(t *testing.T) {
 func TestHistoryPagesALongChat(t *testing.T) {
 	const goals = 2
 	w := newWorld(t, orchestrator.Config{MaxTurns: 41})
-	ping := newWireAgent(t, w.b, card("ping", "talks"))
-	ping.team = []string{"pong"}
-	ping.speak = pingPong("pong")
-	pong := newWireAgent(t, w.b, card("pong", "talks back"))
-	pong.speak = pingPong("ping")
-	ping.start(t.Context())
-	pong.start(t.Context())
+	startPingPong(t, w)
 	// An odd turn limit, so that pong reaches it and ping concludes.
 	comms := make(chan string, goals)
 	for range goals {
