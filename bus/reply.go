@@ -48,7 +48,7 @@ func ErrorMsg(subject string, err error) *nats.Msg {
 func ReplyError(m *nats.Msg) error {
 	if m == nil || m.Header == nil || m.Header.Get(HeaderError) == "" {
 		if m != nil && m.Header != nil && m.Header.Get("Status") == "503" {
-			return protocol.Errorf(protocol.ErrUnavailable, "no responders")
+			return noResponders{protocol.Errorf(protocol.ErrUnavailable, "no responders")}
 		}
 		return nil
 	}
@@ -135,7 +135,7 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, in, out any) er
 	m, err := nc.RequestWithContext(ctx, subject, data)
 	if err != nil {
 		if err == nats.ErrNoResponders {
-			return protocol.Errorf(protocol.ErrUnavailable, "no service answers on %s (is ioa serve running?)", subject)
+			return noResponders{protocol.Errorf(protocol.ErrUnavailable, "no service answers on %s (is ioa serve running?)", subject)}
 		}
 		return fmt.Errorf("request %s: %w", subject, err)
 	}
@@ -150,6 +150,16 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, in, out any) er
 	}
 	return nil
 }
+
+// ErrNoResponders matches (errors.Is) a request nobody was subscribed to
+// answer, as opposed to a 503 a responder sent; such an error is also
+// protocol.ErrUnavailable.
+var ErrNoResponders = nats.ErrNoResponders
+
+type noResponders struct{ pe *protocol.Error }
+
+func (e noResponders) Error() string   { return e.pe.Error() }
+func (e noResponders) Unwrap() []error { return []error{e.pe, nats.ErrNoResponders} }
 
 // RespondLater answers a request after its micro handler has returned.
 // micro.Request must not be used then (the service's statistics read it when

@@ -212,14 +212,16 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.LaunchTimeout)
 	defer cancel()
 	req := protocol.LaunchRequest{GoalID: st.GoalID, Goal: st.Goal, Team: st.Team, MaxTurns: st.MaxTurns, Depth: st.MaxDepth}
-	// A busy launcher (429) or one not up yet (503, e.g. just after a
-	// restart) is asked again until the launch timeout.
+	// A busy launcher (429) is asked again until the launch timeout, and so
+	// is one nobody answers for while the registry lists it online (it is
+	// restarting, or reconnecting to another node); one the registry does
+	// not list as online, for launcherGrace, so a misspelt name fails fast.
 	backoff, start := 20*time.Millisecond, time.Now()
 	for {
 		var reply protocol.LaunchReply
 		err = bus.Request(lctx, s.nc, subject, req, &reply)
 		retry := errors.Is(err, protocol.ErrRateLimited) ||
-			(errors.Is(err, protocol.ErrUnavailable) && time.Since(start) < launcherGrace)
+			(errors.Is(err, bus.ErrNoResponders) && (time.Since(start) < launcherGrace || s.presenceOf(lctx, st.Launcher) == presenceOnline))
 		if err == nil || !retry || lctx.Err() != nil {
 			break
 		}
@@ -231,7 +233,7 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	}
 	if err != nil {
 		reason := fmt.Sprintf("launcher %s could not form a team: %v", st.Launcher, err)
-		if errors.Is(err, protocol.ErrUnavailable) {
+		if errors.Is(err, bus.ErrNoResponders) {
 			reason = fmt.Sprintf("launcher %s is not running (no agent answers on %s)", st.Launcher, subject)
 		}
 		s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", reason, nil)

@@ -76,30 +76,53 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 		GoalID: st.GoalID, Goal: st.Goal, Content: st.Goal, Launcher: req.Launcher, Team: cards,
 		MaxTurns: st.MaxTurns, TeamUpDepth: depth, NextSpeaker: []string{req.Launcher},
 	}
-	done := make(chan error, 1)
-	s.onShard(ctx, comm, func() {
-		rec := &chatRecord{
-			Seen: map[string]sentReply{}, TaskSince: map[string]time.Time{},
-			Deadline: st.Deadline, Chat: protocol.Chat{GoalID: st.GoalID},
-		}
-		_, err := s.appendMsg(ctx, comm, rec, start, nil)
-		if err == nil {
-			s.setActive(comm, rec)
-		}
-		done <- err
-	})
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	if err != nil {
+	if err := s.startChat(ctx, comm, st, start); err != nil {
 		s.wg.Go(func() {
 			s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the chat: "+err.Error(), nil)
 		})
 		return nil, protocol.Errorf(protocol.ErrUnavailable, "start chat: %v", err)
 	}
 	return &protocol.TeamupReply{CommID: comm}, nil
+}
+
+// startRetry is how long the start message is tried while JetStream cannot
+// store it, e.g. while a cluster elects a new leader for the chat stream.
+const startRetry = 10 * time.Second
+
+// startChat logs the start message, each attempt on the chat's shard. An
+// attempt whose ack was lost may still have stored it: the log decides.
+func (s *Service) startChat(ctx context.Context, comm string, st protocol.GoalStatus, start protocol.AgentMessage) error {
+	var err error
+	for t0, backoff := time.Now(), 50*time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		done := make(chan error, 1)
+		s.onShard(ctx, comm, func() {
+			rec := &chatRecord{
+				Seen: map[string]sentReply{}, TaskSince: map[string]time.Time{},
+				Deadline: st.Deadline, Chat: protocol.Chat{GoalID: st.GoalID},
+			}
+			_, err := s.appendMsg(ctx, comm, rec, start, nil)
+			if err == nil {
+				s.setActive(comm, rec)
+			} else if _, rerr := s.chatFor(ctx, comm); rerr == nil {
+				err = nil // logged after all; chatFor keeps the rebuilt record
+			}
+			done <- err
+		})
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err == nil || time.Since(t0) > startRetry {
+			return err
+		}
+		s.log.Warn("start message not stored yet; trying again", "comm", comm, "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // memberCards fetches each member's card from the registry and checks it is
