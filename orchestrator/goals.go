@@ -212,16 +212,15 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.LaunchTimeout)
 	defer cancel()
 	req := protocol.LaunchRequest{GoalID: st.GoalID, Goal: st.Goal, Team: st.Team, MaxTurns: st.MaxTurns, Depth: st.MaxDepth}
-	// A busy launcher (429) is asked again until the launch timeout, and so
-	// is one nobody answers for while the registry lists it online (it is
-	// restarting, or reconnecting to another node); one the registry does
-	// not list as online, for launcherGrace, so a misspelt name fails fast.
+	// A busy launcher (429) is asked again until the launch timeout; one
+	// nobody answers for (restarting, or reconnecting to another node) for
+	// launcherGrace.
 	backoff, start := 20*time.Millisecond, time.Now()
 	for {
 		var reply protocol.LaunchReply
 		err = bus.Request(lctx, s.nc, subject, req, &reply)
 		retry := errors.Is(err, protocol.ErrRateLimited) ||
-			(errors.Is(err, bus.ErrNoResponders) && (time.Since(start) < launcherGrace || s.presenceOf(lctx, st.Launcher) == presenceOnline))
+			(errors.Is(err, bus.ErrNoResponders) && time.Since(start) < launcherGrace)
 		if err == nil || !retry || lctx.Err() != nil {
 			break
 		}

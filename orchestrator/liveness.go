@@ -27,55 +27,34 @@ type liveness struct {
 }
 
 type livenessEntry struct {
-	state presence
-	at    time.Time
+	online bool
+	at     time.Time
 }
-
-// presence is what the registry says of an agent.
-type presence int
-
-const (
-	presenceUnknown  presence = iota // the registry did not answer
-	presenceOnline                   // registered, heartbeating
-	presenceOffline                  // registered, no heartbeat for the TTL
-	presenceUnlisted                 // not registered
-)
 
 // gone reports whether the registry says name is offline. A registry that
-// does not answer, or an agent it does not know, tells nothing: only a
+// does not answer, or an agent it no longer knows, tells nothing: only a
 // clear "offline" counts.
 func (s *Service) gone(ctx context.Context, name string) bool {
-	return s.presenceOf(ctx, name) == presenceOffline
-}
-
-// presenceOf asks the registry about name, or reuses an answer younger
-// than livenessFresh.
-func (s *Service) presenceOf(ctx context.Context, name string) presence {
 	now := time.Now()
 	s.live.mu.Lock()
 	e, ok := s.live.seen[name]
 	s.live.mu.Unlock()
 	if ok && now.Sub(e.at) < livenessFresh {
-		return e.state
+		return !e.online
 	}
 	actx, cancel := context.WithTimeout(ctx, livenessAsk)
 	defer cancel()
 	var info protocol.AgentInfo
 	err := bus.Request(actx, s.nc, s.subj.Registry(bus.RegistryGet), protocol.NameRequest{Name: name}, &info)
-	state := presenceOnline
-	switch {
-	case errors.Is(err, protocol.ErrNotFound):
-		state = presenceUnlisted
-	case err != nil:
-		return presenceUnknown
-	case !info.Online:
-		state = presenceOffline
+	if err != nil && !errors.Is(err, protocol.ErrNotFound) {
+		return false
 	}
+	online := err != nil || info.Online // unregistered: not ours to judge
 	s.live.mu.Lock()
 	if s.live.seen == nil || len(s.live.seen) > 4096 {
 		s.live.seen = map[string]livenessEntry{}
 	}
-	s.live.seen[name] = livenessEntry{state: state, at: now}
+	s.live.seen[name] = livenessEntry{online: online, at: now}
 	s.live.mu.Unlock()
-	return state
+	return !online
 }
