@@ -145,6 +145,10 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 		rec.FirstStreamSeq = ack.Sequence
 	}
 	rec.note(prev, m, now)
+	// Events first: a member may act on the message at once (submit a
+	// sub-goal for its task), and followers of the goal must see the
+	// message before what it causes. Both go out on this connection, in order.
+	s.announce(comm, rec.Chat.GoalID, m)
 	s.fanOut(rec, m)
 	r := protocol.SendReply{Seq: m.Seq, State: m.State}
 	if reply != nil {
@@ -244,14 +248,18 @@ func (s *Service) nudge(rec *chatRecord) {
 	}
 }
 
-// effects publishes what a logged message means outside the chat: goal
-// events, trigger subjects, the end of the goal, the turn limit.
-func (s *Service) effects(ctx context.Context, comm string, rec *chatRecord, prev protocol.Chat, m protocol.AgentMessage) {
-	goal := rec.Chat.GoalID
+// announce publishes the goal events of a logged message.
+func (s *Service) announce(comm, goal string, m protocol.AgentMessage) {
 	s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventMessage, CommID: comm, Message: &m})
 	for i := range m.Tasks {
 		s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventTaskAssigned, CommID: comm, Task: &m.Tasks[i]})
 	}
+}
+
+// effects publishes what a logged message means outside the chat: task
+// results for triggers and their events, the end of the goal, the turn limit.
+func (s *Service) effects(ctx context.Context, comm string, rec *chatRecord, prev protocol.Chat, m protocol.AgentMessage) {
+	goal := rec.Chat.GoalID
 	if m.Type == protocol.MsgTaskResult {
 		t, _ := rec.Chat.Task(m.TaskID)
 		if subject, err := s.subj.Task(comm, m.TaskID); err == nil {
