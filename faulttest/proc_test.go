@@ -1,7 +1,6 @@
 package faulttest
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ioa-nats/ioa/internal/stacktest"
 )
 
 var (
@@ -62,26 +63,9 @@ type proc struct {
 	t    testing.TB
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *stacktest.Buffer
 	done chan struct{}
 	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startProc runs the ioa binary with args. The process group, and the
@@ -90,7 +74,7 @@ func (s *syncBuffer) String() string {
 func startProc(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(ioaBinary(t), args...)
-	p := &proc{t: t, name: name, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, name: name, cmd: cmd, out: &stacktest.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -510,7 +509,7 @@ func TestFollowGoalIndentsSubTeams(t *testing.T) {
 func TestWatchAllFollowsEveryChat(t *testing.T) {
 	w := newCLIWorld(t, testAgents()...)
 	ctx, cancel := context.WithCancel(t.Context())
-	var out lockedBuffer
+	var out stacktest.Buffer
 	done := make(chan error, 1)
 	go func() {
 		c := &clientConn{nc: w.b.Conn(), subj: w.b.Subjects(), url: w.url}
@@ -543,24 +542,6 @@ func TestWatchAllFollowsEveryChat(t *testing.T) {
 	}
 	t.Logf("watch all:\n%s", out.String())
 	inOrder(t, out.String(), "] ", "#1 system", "] ", "✓", "conclusion", "✔ goal "+id+" concluded · ")
-}
-
-// lockedBuffer is a bytes.Buffer that a writer and a reader share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestLiveProgressLineIsRewrittenAndErased(t *testing.T) {

@@ -4,14 +4,12 @@
 package natscliagent
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -89,7 +87,7 @@ func findNATS(t *testing.T) string {
 
 type script struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *stacktest.Buffer
 	done chan error
 }
 
@@ -99,7 +97,7 @@ func startScript(t *testing.T, bash, natsCLI, url string) *script {
 	t.Helper()
 	cmd := exec.Command(bash, "agent.sh")
 	cmd.Env = append(os.Environ(), "NATS_URL="+url, "NATS="+natsCLI, "AGENT_NAME="+agentName, "IOA_PREFIX=ioa", "HEARTBEAT=1")
-	out := &syncBuffer{}
+	out := &stacktest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 2 * time.Second
@@ -151,22 +149,4 @@ func (s *script) stop(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// syncBuffer collects the script's output from os/exec's copying goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
