@@ -29,6 +29,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) mod tidy -diff
 
 bench: ## the performance table (see README)
 	$(GO) run ./cmd/ioa bench
