@@ -60,14 +60,14 @@ func newFakeNet(t *testing.T) *fakeNet {
 		goals: map[string]protocol.LaunchRequest{}, chats: map[string]*fakeChat{},
 	}
 	s := f.subj
-	f.serve(s.Registry(bus.RegistryRegister), f.register)
-	f.serve(s.Registry(bus.RegistryHeartbeat), f.heartbeat)
-	f.serve(s.Registry(bus.RegistryDeregister), f.deregister)
+	f.serve(s.Registry(bus.RegistryRegister)+".*", f.register)
+	f.serve(s.Registry(bus.RegistryHeartbeat)+".*", f.heartbeat)
+	f.serve(s.Registry(bus.RegistryDeregister)+".*", f.deregister)
 	f.serve(s.Registry(bus.RegistrySearch), f.search)
-	f.serve(s.Teamup(), f.teamup)
+	f.serve(s.Teamup()+".*", f.teamup)
 	f.serve(s.AllOutboxes(), f.referee)
 	f.serve(s.AllHistory(), f.history)
-	f.serve(s.Goal(bus.GoalSubmit), f.submit)
+	f.serve(s.Goal(bus.GoalSubmit)+".*", f.submit)
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}

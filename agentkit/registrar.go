@@ -63,7 +63,7 @@ func (a *agentState) register(ctx context.Context) bool {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, a.rt.opts.requestTimeout)
 		var out protocol.RegisterReply
-		err := bus.Request(rctx, a.rt.nc, a.rt.subj.Registry(bus.RegistryRegister), a.Card, &out)
+		err := bus.Request(rctx, a.rt.nc, a.bound(a.rt.subj.Registry(bus.RegistryRegister)), a.Card, &out)
 		cancel()
 		if err == nil {
 			a.log.Info("registered", "revision", out.Revision)
@@ -111,17 +111,29 @@ func (a *agentState) heartbeat(ctx context.Context) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.rt.opts.requestTimeout)
 	defer cancel()
 	var out protocol.HeartbeatReply
-	err := bus.Request(ctx, a.rt.nc, a.rt.subj.Registry(bus.RegistryHeartbeat), protocol.NameRequest{Name: a.Card.Name}, &out)
+	err := bus.Request(ctx, a.rt.nc, a.bound(a.rt.subj.Registry(bus.RegistryHeartbeat)), protocol.NameRequest{Name: a.Card.Name}, &out)
 	return out.TTL.D(), err
 }
 
 func (a *agentState) deregister(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, min(deregisterDeadline, a.rt.opts.requestTimeout))
 	defer cancel()
-	err := bus.Request(ctx, a.rt.nc, a.rt.subj.Registry(bus.RegistryDeregister), protocol.NameRequest{Name: a.Card.Name}, nil)
+	err := bus.Request(ctx, a.rt.nc, a.bound(a.rt.subj.Registry(bus.RegistryDeregister)), protocol.NameRequest{Name: a.Card.Name}, nil)
 	if err != nil && !errors.Is(err, protocol.ErrNotFound) {
 		a.log.Warn("deregister failed", "err", err)
 		return
 	}
 	a.log.Info("deregistered")
+}
+
+// bound is the identity-bound form of an endpoint's subject for this agent
+// (<subject>.<name>): the only form a secure server lets the agent's
+// credentials use, and the one that tells the service who asks. The card's
+// name was validated when the runtime started.
+func (a *agentState) bound(subject string) string {
+	s, err := a.rt.subj.As(subject, a.Card.Name)
+	if err != nil {
+		panic(err) // unreachable: NewRuntime refuses invalid names
+	}
+	return s
 }

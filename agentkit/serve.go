@@ -121,7 +121,7 @@ func (a *agentState) launch(ctx context.Context, m *nats.Msg) (*protocol.LaunchR
 	tctx, cancel := context.WithTimeout(ctx, a.rt.opts.teamupTimeout)
 	defer cancel()
 	var out protocol.TeamupReply
-	err = bus.Request(tctx, a.rt.nc, a.rt.subj.Teamup(), protocol.TeamupRequest{
+	err = bus.Request(tctx, a.rt.nc, a.bound(a.rt.subj.Teamup()), protocol.TeamupRequest{
 		GoalID: req.GoalID, Launcher: a.Card.Name, Members: members, Name: dec.Name,
 	}, &out)
 	if err != nil {

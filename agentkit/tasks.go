@@ -121,7 +121,7 @@ func (a *agentState) subgoal(ctx context.Context, t Task, text string) (Result, 
 	}
 	a.log.Info("task needs a nested team", "task_id", t.TaskID, "max_depth", depth)
 	var res protocol.GoalResult
-	if err := bus.Request(ctx, a.rt.nc, a.rt.subj.Goal(bus.GoalSubmit), req, &res); err != nil {
+	if err := bus.Request(ctx, a.rt.nc, a.bound(a.rt.subj.Goal(bus.GoalSubmit)), req, &res); err != nil {
 		return Result{}, fmt.Errorf("nested team: %w", err)
 	}
 	if res.Status != protocol.GoalConcluded {

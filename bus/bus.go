@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,9 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioa-nats/ioa/bus/auth"
 )
 
 // DefaultListen is where the embedded server accepts clients, so that the
@@ -33,7 +37,24 @@ type Config struct {
 	// (comma-separated URLs) instead of starting one.
 	NATSURL string
 	// CredsFile authenticates to an external server (a NATS .creds file).
+	// An embedded secure server uses DataDir/creds/admin.creds when it is
+	// empty.
 	CredsFile string
+	// Secure makes the embedded server require credentials: it trusts the
+	// operator kept in DataDir/auth (created on first start) and every
+	// identity gets only its role's subjects (package auth). The runtime's
+	// own in-process connections use the admin credentials.
+	Secure bool
+	// NoProvision leaves the streams and buckets alone: only the runtime's
+	// services (admin) provision them; agents and clients never do.
+	NoProvision bool
+	// InboxPrefix is where this connection's replies arrive; a non-admin
+	// identity may only subscribe to auth.InboxPrefix(its name).
+	InboxPrefix string
+	// TLS, when CertFile is set, serves the client and websocket
+	// listeners over TLS; CAFile alone makes connections to an external
+	// server verify it against that CA.
+	TLS TLS
 	// DataDir holds the embedded server's JetStream store.
 	DataDir string
 	// Ephemeral stores JetStream in a fresh temporary directory that
@@ -65,6 +86,21 @@ type Config struct {
 	// Logger receives the bus's own logs; nil discards them.
 	Logger *slog.Logger
 }
+
+// TLS configures certificates: the embedded server's (CertFile, KeyFile)
+// and the CA that clients verify servers with (CAFile).
+type TLS struct {
+	CertFile string
+	KeyFile  string
+	CAFile   string
+}
+
+// AdminCredsFile is where a secure embedded server keeps the admin
+// credentials, under its data dir.
+func AdminCredsFile(dataDir string) string { return filepath.Join(dataDir, "creds", "admin.creds") }
+
+// AuthDir is where a data dir keeps its operator, account and keys.
+func AuthDir(dataDir string) string { return filepath.Join(dataDir, "auth") }
 
 // Cluster joins an embedded server to a NATS cluster.
 type Cluster struct {
@@ -191,15 +227,29 @@ func Start(ctx context.Context, cfg Config) (_ *Bus, err error) {
 		}
 		opts.HTTPHost, opts.HTTPPort = host, port
 	}
+	var tlsConf *tls.Config
+	if cfg.TLS.CertFile != "" {
+		if tlsConf, err = server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, CaFile: cfg.TLS.CAFile}); err != nil {
+			return nil, fmt.Errorf("bus: tls: %w", err)
+		}
+		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, tlsConf, 2
+	}
 	if cfg.WebsocketListen != "" {
 		host, port, err := splitHostPort(cfg.WebsocketListen)
 		if err != nil {
 			return nil, fmt.Errorf("bus: websocket listen: %w", err)
 		}
-		opts.Websocket.Host, opts.Websocket.Port, opts.Websocket.NoTLS = host, port, true
+		opts.Websocket.Host, opts.Websocket.Port = host, port
+		opts.Websocket.NoTLS = tlsConf == nil
+		opts.Websocket.TLSConfig = tlsConf
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("bus: data dir: %w", err)
+	}
+	if cfg.Secure {
+		if err := trustOperator(opts, &cfg); err != nil {
+			return nil, err
+		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -213,12 +263,46 @@ func Start(ctx context.Context, cfg Config) (_ *Bus, err error) {
 		return nil, fmt.Errorf("bus: embedded server not ready (is %s already in use? try --listen 127.0.0.1:0 or --nats-url)", cfg.Listen)
 	}
 	b := &Bus{cfg: cfg, srv: srv}
-	if err := b.init(ctx, nats.InProcessServer(srv)); err != nil {
+	if err := b.init(ctx); err != nil {
 		b.shutdownServer()
 		return nil, err
 	}
 	cfg.Logger.Info("embedded NATS started", "client_url", b.ClientURL(), "store", opts.StoreDir)
 	return b, nil
+}
+
+// trustOperator puts the embedded server in operator mode: it trusts the
+// data dir's operator (created on first start), resolves its two accounts
+// from memory, and the bus's own connections use the admin credentials,
+// written on first start.
+func trustOperator(opts *server.Options, cfg *Config) error {
+	a, err := auth.LoadOrCreate(AuthDir(cfg.DataDir))
+	if err != nil {
+		return fmt.Errorf("bus: %w", err)
+	}
+	res := &server.MemAccResolver{}
+	for pub, tok := range a.AccountJWTs() {
+		if err := res.Store(pub, tok); err != nil {
+			return fmt.Errorf("bus: account %s: %w", pub, err)
+		}
+	}
+	opts.TrustedOperators = []*jwt.OperatorClaims{a.Operator()}
+	opts.AccountResolver = res
+	opts.SystemAccount = a.SystemAccount()
+	if cfg.CredsFile == "" {
+		cfg.CredsFile = AdminCredsFile(cfg.DataDir)
+		if _, err := os.Stat(cfg.CredsFile); errors.Is(err, os.ErrNotExist) {
+			if err := a.WriteCreds(cfg.CredsFile, auth.Identity{Name: "admin", Role: auth.Admin}, cfg.Prefix); err != nil {
+				return fmt.Errorf("bus: admin credentials: %w", err)
+			}
+		}
+	}
+	// The server writes its operator's account JWTs nowhere: an external
+	// nats-server is told to trust the same operator with this fragment.
+	if err := os.WriteFile(filepath.Join(a.Dir(), auth.ServerConfigFile), []byte(a.ServerConfig()), 0o644); err != nil {
+		return fmt.Errorf("bus: %w", err)
+	}
+	return nil
 }
 
 func waitReady(ctx context.Context, srv *server.Server) bool {
@@ -239,20 +323,16 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		return nil, errors.New("bus: connect: no NATS URL")
 	}
 	b := &Bus{cfg: cfg}
-	var opts []nats.Option
-	if cfg.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
-	}
-	if err := b.init(ctx, opts...); err != nil {
+	if err := b.init(ctx); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *Bus) init(ctx context.Context, opts ...nats.Option) error {
+func (b *Bus) init(ctx context.Context) error {
 	b.subjects = Subjects{prefix: b.cfg.Prefix}
 	b.codec = Codec{MaxBytes: b.cfg.MaxMessageBytes}
-	nc, err := b.dial(b.cfg.Name, opts...)
+	nc, err := b.dial(b.cfg.Name)
 	if err != nil {
 		return err
 	}
@@ -263,6 +343,9 @@ func (b *Bus) init(ctx context.Context, opts ...nats.Option) error {
 		return fmt.Errorf("bus: jetstream: %w", err)
 	}
 	b.js = js
+	if b.cfg.NoProvision {
+		return nil
+	}
 	if err := b.provisionRetry(ctx); err != nil {
 		nc.Close()
 		return err
@@ -370,8 +453,14 @@ func (b *Bus) dial(name string, extra ...nats.Option) (*nats.Conn, error) {
 	if b.srv != nil {
 		opts = append(opts, nats.InProcessServer(b.srv))
 	}
-	if b.cfg.CredsFile != "" && b.srv == nil {
+	if b.cfg.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(b.cfg.CredsFile))
+	}
+	if b.cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(b.cfg.InboxPrefix))
+	}
+	if b.cfg.TLS.CAFile != "" && b.srv == nil {
+		opts = append(opts, nats.RootCAs(b.cfg.TLS.CAFile))
 	}
 	opts = append(opts, extra...)
 	url := b.cfg.NATSURL

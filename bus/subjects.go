@@ -213,3 +213,29 @@ func (s Subjects) Task(commID, taskID string) (string, error) {
 
 // AllTasks matches every task result.
 func (s Subjects) AllTasks() string { return s.prefix + ".task.>" }
+
+// As is the identity-bound form of an endpoint's subject: the caller's name
+// as one more token (<p>.registry.register.<name>, <p>.goal.submit.<name>,
+// <p>.teamup.<name>). A secure server lets each identity publish only to
+// the forms that carry its own name, so the service knows who asks without
+// trusting the body. The plain form is the admin's.
+func (s Subjects) As(endpointSubject, name string) (string, error) {
+	if err := protocol.CheckName("caller", name); err != nil {
+		return "", err
+	}
+	return endpointSubject + "." + name, nil
+}
+
+// Caller returns the caller named by an identity-bound subject of endpoint
+// (a plain subject such as <p>.goal.submit): the token after it, or "" when
+// subject is the plain form.
+func Caller(endpointSubject, subject string) (string, error) {
+	if subject == endpointSubject {
+		return "", nil
+	}
+	name, ok := strings.CutPrefix(subject, endpointSubject+".")
+	if !ok || !protocol.ValidName(name) {
+		return "", protocol.Errorf(protocol.ErrInvalid, "subject %q does not name a caller of %s", subject, endpointSubject)
+	}
+	return name, nil
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -62,10 +63,25 @@ func (s *Service) parseGoalRequest(data []byte) (protocol.GoalRequest, error) {
 // and submissions must not queue behind each other.
 func (s *Service) handleSubmit(ctx context.Context, r micro.Request) {
 	data, replyTo := r.Data(), r.Reply()
-	s.wg.Go(func() { s.submit(ctx, data, replyTo) })
+	caller, err := bus.Caller(s.subj.Goal(bus.GoalSubmit), r.Subject())
+	if err != nil {
+		_ = bus.RespondError(r, err)
+		return
+	}
+	// Each submission holds a goroutine (a waiting one until its goal
+	// ends): they are bounded per caller and in all.
+	if !s.submits.acquire(caller) {
+		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrQuotaExceeded,
+			"too many submissions in flight (at most %d per caller, %d in all); wait for some to end", maxSubmitsPerCaller, maxSubmits))
+		return
+	}
+	s.wg.Go(func() {
+		defer s.submits.release(caller)
+		s.submit(ctx, caller, data, replyTo)
+	})
 }
 
-func (s *Service) submit(ctx context.Context, data []byte, replyTo string) {
+func (s *Service) submit(ctx context.Context, caller string, data []byte, replyTo string) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("submit panic", "panic", p)
@@ -77,6 +93,7 @@ func (s *Service) submit(ctx context.Context, data []byte, replyTo string) {
 		_ = bus.RespondErrorLater(s.nc, replyTo, err)
 		return
 	}
+	req.Submitter = caller
 	// A waiting submitter is answered from the goal's result subject, so
 	// whichever orchestrator instance ends the goal, the reply goes out.
 	var (
@@ -123,7 +140,7 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, befo
 		GoalID: newID("g"), Status: protocol.GoalAccepted, Goal: req.Goal,
 		Launcher: req.Launcher, Team: slices.Clone(req.Team), CreatedAt: now, UpdatedAt: now,
 		MaxTurns: s.cfg.MaxTurns, MaxDepth: s.cfg.MaxDepth, Timeout: protocol.Duration(s.cfg.GoalTimeout),
-		Children: []string{},
+		Children: []string{}, Submitter: req.Submitter,
 	}
 	if st.Launcher == "" {
 		st.Launcher = s.cfg.Coordinator
@@ -151,6 +168,9 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, befo
 		}
 		if protocol.GoalEnded(parent.Status) {
 			return st, protocol.Errorf(protocol.ErrConflict, "parent goal %s has already ended (%s)", p.GoalID, parent.Status)
+		}
+		if c := req.Submitter; c != "" && c != parent.Launcher && !slices.Contains(parent.Team, c) {
+			return st, protocol.Errorf(protocol.ErrForbidden, "%s is not a member of the team of goal %s", c, parent.GoalID)
 		}
 		if parent.MaxDepth < 1 {
 			return st, protocol.Errorf(protocol.ErrDepthExceeded, "goal %s is at depth %d and may not nest further (max_depth reached)", parent.GoalID, parent.Depth)
@@ -376,16 +396,33 @@ func (s *Service) cancelGoal(ctx context.Context, id, status, reason string) {
 	s.finishGoal(ctx, id, status, "", reason, nil)
 }
 
-func (s *Service) handleGet(ctx context.Context, _ micro.Request, req *protocol.GoalIDRequest) (*protocol.GoalStatus, error) {
-	st, _, err := s.getGoal(ctx, req.GoalID)
+// ownGoal reads a goal for the caller of an identity-bound goal endpoint:
+// another caller's goal is not found, so no one learns what others run.
+func (s *Service) ownGoal(ctx context.Context, r micro.Request, endpoint, goalID string) (protocol.GoalStatus, error) {
+	caller, err := bus.Caller(s.subj.Goal(endpoint), r.Subject())
+	if err != nil {
+		return protocol.GoalStatus{}, err
+	}
+	st, _, err := s.getGoal(ctx, goalID)
+	if err != nil {
+		return st, err
+	}
+	if caller != "" && st.Submitter != caller {
+		return protocol.GoalStatus{}, protocol.Errorf(protocol.ErrNotFound, "goal %s not found", goalID)
+	}
+	return st, nil
+}
+
+func (s *Service) handleGet(ctx context.Context, r micro.Request, req *protocol.GoalIDRequest) (*protocol.GoalStatus, error) {
+	st, err := s.ownGoal(ctx, r, bus.GoalGet, req.GoalID)
 	if err != nil {
 		return nil, err
 	}
 	return &st, nil
 }
 
-func (s *Service) handleCancel(ctx context.Context, _ micro.Request, req *protocol.GoalIDRequest) (*protocol.GoalStatus, error) {
-	if _, _, err := s.getGoal(ctx, req.GoalID); err != nil {
+func (s *Service) handleCancel(ctx context.Context, r micro.Request, req *protocol.GoalIDRequest) (*protocol.GoalStatus, error) {
+	if _, err := s.ownGoal(ctx, r, bus.GoalCancel, req.GoalID); err != nil {
 		return nil, err
 	}
 	s.cancelGoal(ctx, req.GoalID, protocol.GoalCancelled, "cancelled by request")
@@ -396,7 +433,11 @@ func (s *Service) handleCancel(ctx context.Context, _ micro.Request, req *protoc
 	return &st, nil
 }
 
-func (s *Service) handleList(ctx context.Context, _ micro.Request, req *protocol.GoalListRequest) (*protocol.GoalListReply, error) {
+func (s *Service) handleList(ctx context.Context, r micro.Request, req *protocol.GoalListRequest) (*protocol.GoalListReply, error) {
+	caller, err := bus.Caller(s.subj.Goal(bus.GoalList), r.Subject())
+	if err != nil {
+		return nil, err
+	}
 	switch req.Status {
 	case "", "all", "running", "ended":
 	default:
@@ -420,7 +461,7 @@ func (s *Service) handleList(ctx context.Context, _ micro.Request, req *protocol
 			continue
 		}
 		ended := protocol.GoalEnded(st.Status)
-		if (req.Status == "running" && ended) || (req.Status == "ended" && !ended) {
+		if (req.Status == "running" && ended) || (req.Status == "ended" && !ended) || (caller != "" && st.Submitter != caller) {
 			continue
 		}
 		out.Goals = append(out.Goals, st)
@@ -461,4 +502,46 @@ func dedupe(names []string) []string {
 		}
 	}
 	return out
+}
+
+// Bounds on requests in flight that each hold a goroutine: a submission
+// (one with wait:true until its goal ends) and a history read.
+const (
+	maxSubmits          = 4096
+	maxSubmitsPerCaller = 512
+	maxHistory          = 1024
+	maxHistoryPerAgent  = 64
+)
+
+// inflight counts requests in flight, per caller ("" is the admin, who is
+// bounded only by the total) and in all.
+type inflight struct {
+	total, perCaller int
+
+	mu       sync.Mutex
+	n        int
+	byCaller map[string]int
+}
+
+func (f *inflight) acquire(caller string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byCaller == nil {
+		f.byCaller = map[string]int{}
+	}
+	if f.n >= f.total || (caller != "" && f.byCaller[caller] >= f.perCaller) {
+		return false
+	}
+	f.n++
+	f.byCaller[caller]++
+	return true
+}
+
+func (f *inflight) release(caller string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.byCaller[caller]--; f.byCaller[caller] <= 0 {
+		delete(f.byCaller, caller)
+	}
 }

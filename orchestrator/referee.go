@@ -359,7 +359,19 @@ func summarize(c protocol.Chat, reason string) string {
 // request per message, so it runs beside the endpoint, not in it.
 func (s *Service) handleHistory(ctx context.Context, r micro.Request) {
 	subject, data, replyTo := r.Subject(), r.Data(), r.Reply()
-	s.wg.Go(func() { s.history(ctx, subject, data, replyTo) })
+	as, err := s.subj.ParseAgent(subject)
+	if err != nil {
+		_ = bus.RespondError(r, err)
+		return
+	}
+	if !s.reads.acquire(as.Name) {
+		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrRateLimited, "too many history reads in flight for %s (at most %d); retry shortly", as.Name, maxHistoryPerAgent))
+		return
+	}
+	s.wg.Go(func() {
+		defer s.reads.release(as.Name)
+		s.history(ctx, subject, data, replyTo)
+	})
 }
 
 func (s *Service) history(ctx context.Context, subject string, data []byte, replyTo string) {

@@ -81,6 +81,9 @@ type Service struct {
 	codec bus.Codec
 	log   *slog.Logger
 
+	submits *inflight // goal submissions in flight
+	reads   *inflight // history reads in flight
+
 	goals  jetstream.KeyValue
 	chatKV jetstream.KeyValue
 	chats  jetstream.Stream
@@ -109,7 +112,9 @@ func New(b *bus.Bus, cfg Config) (*Service, error) {
 	return &Service{
 		cfg: cfg, b: b, subj: b.Subjects(), codec: b.Codec(), log: cfg.Logger,
 		active: map[string]*chatRecord{}, ended: map[string]*chatRecord{},
-		limits: newRateLimits(cfg.AgentRate, cfg.AgentBurst),
+		limits:  newRateLimits(cfg.AgentRate, cfg.AgentBurst),
+		submits: &inflight{total: maxSubmits, perCaller: maxSubmitsPerCaller},
+		reads:   &inflight{total: maxHistory, perCaller: maxHistoryPerAgent},
 	}, nil
 }
 
@@ -199,12 +204,25 @@ func (s *Service) serve(ctx context.Context) error {
 		}
 		return nil
 	}
+	submit := micro.HandlerFunc(func(r micro.Request) { s.handleSubmit(ctx, r) })
+	get := bus.Handle(ctx, s.codec, s.handleGet, opts...)
+	list := bus.Handle(ctx, s.codec, s.handleList, append(opts, bus.EmptyMeansObject())...)
+	cancel := bus.Handle(ctx, s.codec, s.handleCancel, opts...)
+	teamup := micro.HandlerFunc(func(r micro.Request) { s.asyncTeamup(ctx, r) })
+	// Each goal endpoint and the team-up also answer on their
+	// identity-bound form (<subject>.<caller>), which is how agents and
+	// clients of a secure server reach them.
 	errs := []error{
-		add(goals, bus.GoalSubmit, micro.HandlerFunc(func(r micro.Request) { s.handleSubmit(ctx, r) })),
-		add(goals, bus.GoalGet, bus.Handle(ctx, s.codec, s.handleGet, opts...)),
-		add(goals, bus.GoalList, bus.Handle(ctx, s.codec, s.handleList, append(opts, bus.EmptyMeansObject())...)),
-		add(goals, bus.GoalCancel, bus.Handle(ctx, s.codec, s.handleCancel, opts...)),
-		add(svc, "teamup", micro.HandlerFunc(func(r micro.Request) { s.asyncTeamup(ctx, r) }), micro.WithEndpointSubject(s.subj.Teamup())),
+		add(goals, bus.GoalSubmit, submit),
+		add(goals, bus.GoalSubmit+"-as", submit, micro.WithEndpointSubject(bus.GoalSubmit+".*")),
+		add(goals, bus.GoalGet, get),
+		add(goals, bus.GoalGet+"-as", get, micro.WithEndpointSubject(bus.GoalGet+".*")),
+		add(goals, bus.GoalList, list),
+		add(goals, bus.GoalList+"-as", list, micro.WithEndpointSubject(bus.GoalList+".*")),
+		add(goals, bus.GoalCancel, cancel),
+		add(goals, bus.GoalCancel+"-as", cancel, micro.WithEndpointSubject(bus.GoalCancel+".*")),
+		add(svc, "teamup", teamup, micro.WithEndpointSubject(s.subj.Teamup())),
+		add(svc, "teamup-as", teamup, micro.WithEndpointSubject(s.subj.Teamup()+".*")),
 		add(svc, "outbox", micro.HandlerFunc(func(r micro.Request) { s.handleOutbox(ctx, r) }), micro.WithEndpointSubject(s.subj.AllOutboxes())),
 		add(svc, "history", micro.HandlerFunc(func(r micro.Request) { s.handleHistory(ctx, r) }), micro.WithEndpointSubject(s.subj.AllHistory())),
 		add(svc, "chats", micro.HandlerFunc(s.handleOpenChats), micro.WithEndpointSubject(s.subj.AllOpenChats())),

@@ -216,6 +216,11 @@ func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatu
 // queue behind each other.
 func (s *Service) asyncTeamup(ctx context.Context, r micro.Request) {
 	data, replyTo := r.Data(), r.Reply()
+	caller, err := bus.Caller(s.subj.Teamup(), r.Subject())
+	if err != nil {
+		_ = bus.RespondError(r, err)
+		return
+	}
 	s.wg.Go(func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -226,6 +231,10 @@ func (s *Service) asyncTeamup(ctx context.Context, r micro.Request) {
 		var req protocol.TeamupRequest
 		if err := s.codec.Decode(data, &req); err != nil {
 			_ = bus.RespondErrorLater(s.nc, replyTo, err)
+			return
+		}
+		if caller != "" && caller != req.Launcher {
+			_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrForbidden, "%s may not form the team of launcher %s", caller, req.Launcher))
 			return
 		}
 		reply, err := s.handleTeamup(ctx, nil, &req)

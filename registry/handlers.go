@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,8 +51,33 @@ func (s *Service) addEndpoints(ctx context.Context, svc micro.Service) error {
 		if err := g.AddEndpoint(e.name, e.h, micro.WithEndpointMetadata(md)); err != nil {
 			return err
 		}
+		// The writes also answer on their identity-bound form
+		// (<p>.registry.register.<name>): what an agent of a secure server
+		// uses, and may use only with its own name.
+		if slices.Contains(callerBound, e.name) {
+			md["caller"] = "last token"
+			if err := g.AddEndpoint(e.name+"-as", e.h, micro.WithEndpointSubject(e.name+".*"), micro.WithEndpointMetadata(md)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// callerBound are the endpoints with an identity-bound form.
+var callerBound = []string{bus.RegistryRegister, bus.RegistryDeregister, bus.RegistryHeartbeat}
+
+// checkCaller refuses a write to name on the identity-bound form of
+// endpoint by any other caller. It returns the caller, "" on the plain form.
+func (s *Service) checkCaller(r micro.Request, endpoint, name string) (string, error) {
+	caller, err := bus.Caller(s.bus.Subjects().Registry(endpoint), r.Subject())
+	if err != nil {
+		return "", err
+	}
+	if caller != "" && caller != name {
+		return "", protocol.Errorf(protocol.ErrForbidden, "%s may not %s agent %q: an identity acts only for its own name", caller, endpoint, name)
+	}
+	return caller, nil
 }
 
 // limitBody refuses a body over max bytes before it is parsed.
@@ -82,7 +108,14 @@ func (s *Service) register(ctx context.Context, r micro.Request, card *protocol.
 	if n := len(card.Description); n > s.cfg.MaxDescriptionBytes {
 		return nil, protocol.Errorf(protocol.ErrTooLarge, "description of %d bytes is over the limit of %d bytes", n, s.cfg.MaxDescriptionBytes)
 	}
+	caller, err := s.checkCaller(r, bus.RegistryRegister, card.Name)
+	if err != nil {
+		return nil, err
+	}
 	owner := identity(r.Reply())
+	if caller != "" {
+		owner = "id:" + caller // the authenticated identity, not a reply prefix it chose
+	}
 	if err := s.checkQuota(owner, card.Name); err != nil {
 		return nil, err
 	}
@@ -149,8 +182,11 @@ func (s *Service) store(ctx context.Context, card *protocol.AgentCard, owner str
 	return record{}, 0, protocol.Errorf(protocol.ErrConflict, "agent %q is being registered concurrently; retry", card.Name)
 }
 
-func (s *Service) deregister(ctx context.Context, _ micro.Request, req *protocol.NameRequest) (*empty, error) {
+func (s *Service) deregister(ctx context.Context, r micro.Request, req *protocol.NameRequest) (*empty, error) {
 	if err := protocol.CheckName("name", req.Name); err != nil {
+		return nil, err
+	}
+	if _, err := s.checkCaller(r, bus.RegistryDeregister, req.Name); err != nil {
 		return nil, err
 	}
 	if _, err := s.lookup(ctx, req.Name); err != nil {
@@ -166,8 +202,11 @@ func (s *Service) deregister(ctx context.Context, _ micro.Request, req *protocol
 	return &empty{}, nil
 }
 
-func (s *Service) heartbeat(ctx context.Context, _ micro.Request, req *protocol.NameRequest) (*protocol.HeartbeatReply, error) {
+func (s *Service) heartbeat(ctx context.Context, r micro.Request, req *protocol.NameRequest) (*protocol.HeartbeatReply, error) {
 	if err := protocol.CheckName("name", req.Name); err != nil {
+		return nil, err
+	}
+	if _, err := s.checkCaller(r, bus.RegistryHeartbeat, req.Name); err != nil {
 		return nil, err
 	}
 	if !s.known(req.Name) {

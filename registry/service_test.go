@@ -67,7 +67,8 @@ func TestMicroDiscovery(t *testing.T) {
 		}
 	}
 	slices.Sort(subjects)
-	want := []string{"ioa.registry.deregister", "ioa.registry.get", "ioa.registry.heartbeat", "ioa.registry.list", "ioa.registry.register", "ioa.registry.search"}
+	want := []string{"ioa.registry.deregister", "ioa.registry.deregister.*", "ioa.registry.get", "ioa.registry.heartbeat",
+		"ioa.registry.heartbeat.*", "ioa.registry.list", "ioa.registry.register", "ioa.registry.register.*", "ioa.registry.search"}
 	if !slices.Equal(subjects, want) {
 		t.Fatalf("endpoints %v, want %v", subjects, want)
 	}

@@ -155,6 +155,9 @@ type GoalRequest struct {
 	Timeout  Duration   `json:"timeout,omitempty"`
 	Wait     bool       `json:"wait,omitempty"`
 	Parent   *ParentRef `json:"parent,omitempty"`
+	// Submitter is set by the orchestrator from the subject the request
+	// came on, never from the body.
+	Submitter string `json:"-"`
 }
 
 // Validate checks the request's fields.
@@ -247,23 +250,27 @@ type GoalResult struct {
 
 // GoalStatus is a goal's record in KV ioa_goals and the reply of goal.get.
 type GoalStatus struct {
-	GoalID       string      `json:"goal_id"`
-	ParentGoalID string      `json:"parent_goal_id,omitempty"`
-	Parent       *ParentRef  `json:"parent,omitempty"`
-	Status       string      `json:"status"`
-	Goal         string      `json:"goal"`
-	Launcher     string      `json:"launcher"`
-	CommID       string      `json:"comm_id,omitempty"`
-	Team         []string    `json:"team"`
-	Depth        int         `json:"depth"`
-	MaxTurns     int         `json:"max_turns"`
-	MaxDepth     int         `json:"max_depth"`
-	Timeout      Duration    `json:"timeout"`
-	CreatedAt    time.Time   `json:"created_at"`
-	UpdatedAt    time.Time   `json:"updated_at"`
-	Deadline     time.Time   `json:"deadline,omitzero"`
-	Children     []string    `json:"children"`
-	Result       *GoalResult `json:"result,omitempty"`
+	GoalID       string     `json:"goal_id"`
+	ParentGoalID string     `json:"parent_goal_id,omitempty"`
+	Parent       *ParentRef `json:"parent,omitempty"`
+	Status       string     `json:"status"`
+	Goal         string     `json:"goal"`
+	Launcher     string     `json:"launcher"`
+	// Submitter is the identity that submitted the goal when it came on an
+	// identity-bound subject (<p>.goal.submit.<name>); empty for the admin.
+	// Only it, or the admin, may cancel the goal.
+	Submitter string      `json:"submitter,omitempty"`
+	CommID    string      `json:"comm_id,omitempty"`
+	Team      []string    `json:"team"`
+	Depth     int         `json:"depth"`
+	MaxTurns  int         `json:"max_turns"`
+	MaxDepth  int         `json:"max_depth"`
+	Timeout   Duration    `json:"timeout"`
+	CreatedAt time.Time   `json:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at"`
+	Deadline  time.Time   `json:"deadline,omitzero"`
+	Children  []string    `json:"children"`
+	Result    *GoalResult `json:"result,omitempty"`
 }
 
 // Goal event kinds.
