@@ -34,6 +34,17 @@ type Bus struct {
 	WebsocketListen string `mapstructure:"websocket_listen"`
 	Prefix          string `mapstructure:"prefix"`
 	Replicas        int    `mapstructure:"replicas"`
+	// Insecure turns credentials off on the embedded server's listeners.
+	Insecure bool `mapstructure:"insecure"`
+	TLS      TLS  `mapstructure:"tls"`
+}
+
+// TLS names the certificate files of the listeners, and the CA clients
+// verify the server with.
+type TLS struct {
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
+	CAFile   string `mapstructure:"ca_file"`
 }
 
 // Limits bound what any agent or goal may use.
@@ -156,6 +167,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Bus.Prefix == "" || strings.ContainsAny(c.Bus.Prefix, " *>") || strings.HasPrefix(c.Bus.Prefix, ".") || strings.HasSuffix(c.Bus.Prefix, ".") {
 		bad("bus.prefix", "%q must be dot-separated tokens of letters, digits, _ or -", c.Bus.Prefix)
+	}
+	if (c.Bus.TLS.CertFile == "") != (c.Bus.TLS.KeyFile == "") {
+		bad("bus.tls", "cert_file and key_file go together")
 	}
 	if c.Bus.Replicas < 1 || c.Bus.Replicas > 5 {
 		bad("bus.replicas", "%d must be between 1 and 5", c.Bus.Replicas)

@@ -21,6 +21,7 @@ const (
 	FlagDataDir = "data-dir"
 	FlagListen  = "listen"
 	FlagNATSURL = "nats-url"
+	FlagCreds   = "creds"
 )
 
 // AddFlags declares the common flags on fs.
@@ -29,6 +30,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String(FlagDataDir, "", "directory of the embedded server's store [$IOA_DATA_DIR] (default \"data\")")
 	fs.String(FlagListen, "", "embedded NATS client address, host:port or \"none\" [$IOA_LISTEN] (default \"127.0.0.1:4222\")")
 	fs.String(FlagNATSURL, "", "use this NATS server or cluster instead of the embedded one [$IOA_NATS_URL, $NATS_URL]")
+	fs.String(FlagCreds, "", "NATS credentials (.creds) to connect with [$IOA_CREDS] (default: the admin credentials in --data-dir, when present)")
 }
 
 // flagKeys maps the common flags to configuration keys.
@@ -36,15 +38,19 @@ var flagKeys = map[string]string{
 	FlagDataDir: "bus.data_dir",
 	FlagListen:  "bus.listen",
 	FlagNATSURL: "bus.nats_url",
+	FlagCreds:   "bus.creds_file",
+	"insecure":  "bus.insecure", // ioa serve only
 }
 
 // envAliases are the short environment names documented for scripts, in
 // order of preference; every key also has its IOA_SECTION_KEY name.
 var envAliases = map[string][]string{
-	"bus.nats_url": {"IOA_NATS_URL", "IOA_BUS_NATS_URL", "NATS_URL"},
-	"bus.data_dir": {"IOA_DATA_DIR", "IOA_BUS_DATA_DIR"},
-	"bus.listen":   {"IOA_LISTEN", "IOA_BUS_LISTEN"},
-	"bus.prefix":   {"IOA_PREFIX", "IOA_BUS_PREFIX"},
+	"bus.nats_url":   {"IOA_NATS_URL", "IOA_BUS_NATS_URL", "NATS_URL"},
+	"bus.data_dir":   {"IOA_DATA_DIR", "IOA_BUS_DATA_DIR"},
+	"bus.listen":     {"IOA_LISTEN", "IOA_BUS_LISTEN"},
+	"bus.prefix":     {"IOA_PREFIX", "IOA_BUS_PREFIX"},
+	"bus.creds_file": {"IOA_CREDS", "IOA_BUS_CREDS_FILE"},
+	"bus.insecure":   {"IOA_INSECURE", "IOA_BUS_INSECURE"},
 }
 
 // Load reads the defaults, then the file named by --config or $IOA_CONFIG

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/ioa-nats/ioa/agentkit/builtin"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/configs"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -75,7 +77,65 @@ accept invitations and do their tasks until interrupted, then deregister.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(run, builtins)
+	cmd.AddCommand(run, builtins, newAgentAddCmd())
+	return cmd
+}
+
+func newAgentAddCmd() *cobra.Command {
+	var out, role string
+	cmd := &cobra.Command{
+		Use:   "add NAME",
+		Short: "Write credentials (.creds) for an agent, client or observer of a secure ioa serve",
+		Long: `add issues a NATS user JWT for NAME, signed by the account of the data dir's
+operator (created by the first "ioa serve" there, or by this command), and
+writes it with its new secret key as a standard .creds file: what nsc writes,
+what "nats --creds", nats.UserCredentials and "ioa ... --creds" read.
+
+The role decides what the server lets NAME do:
+  agent     speak in its own chats, register and heartbeat NAME, launch goals,
+            submit sub-goals, search the registry (the default)
+  client    submit goals and get, list and cancel its own; search the registry
+  observer  read every chat, task result, goal and agent; change nothing
+  admin     everything (the runtime's own services)
+
+It works offline, from the data dir; keep the file as secret as a password.`,
+		Example: `  ioa agent add rot13 --data-dir data --out rot13.creds
+  ioa agent add ci --role client --out ci.creds
+  nats --creds rot13.creds --inbox-prefix _INBOX.rot13 req ioa.registry.search '{"query":"rot13"}'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			r, err := auth.ParseRole(role)
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			if err := auth.CheckName(name); err != nil && r != auth.Admin {
+				return err
+			}
+			if out == "" {
+				out = name + ".creds"
+			}
+			a, err := auth.LoadOrCreate(bus.AuthDir(cfg.Bus.DataDir))
+			if err != nil {
+				return err
+			}
+			if err := a.WriteCreds(out, auth.Identity{Name: name, Role: r}, cfg.Bus.Prefix); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s %q of the operator in %s\n", out, r, name, a.Dir())
+			if r != auth.Admin {
+				fmt.Fprintf(cmd.OutOrStdout(), "its replies arrive under %s (nats CLI: --inbox-prefix %s)\n", auth.InboxPrefix(name), auth.InboxPrefix(name))
+			}
+			return nil
+		},
+	}
+	configs.AddFlags(cmd.Flags())
+	cmd.Flags().StringVarP(&out, "out", "o", "", "file to write (default NAME.creds)")
+	cmd.Flags().StringVar(&role, "role", string(auth.Agent), "agent, client, observer or admin")
 	return cmd
 }
 

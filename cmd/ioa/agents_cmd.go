@@ -99,7 +99,7 @@ func newAgentsGetCmd() *cobra.Command {
 			if err := protocol.CheckName("agent name", args[0]); err != nil {
 				return plainError{protocol.AsError(err).Message, err}
 			}
-			return show(cmd, asJSON, func(s bus.Subjects) string { return s.Registry(bus.RegistryGet) },
+			return show(cmd, asJSON, func(c *clientConn) string { return c.subj.Registry(bus.RegistryGet) },
 				protocol.NameRequest{Name: args[0]}, writeAgent)
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/configs"
 )
 
@@ -32,6 +34,64 @@ type clientConn struct {
 	nc   *nats.Conn
 	subj bus.Subjects
 	url  string
+	id   auth.Identity // who the credentials speak for; the admin with none
+}
+
+// goalSubject is a goal endpoint's subject for this identity: the plain
+// form for the admin (and an insecure server), the identity-bound form
+// otherwise, which a secure server lets it use.
+func (c *clientConn) goalSubject(endpoint string) string {
+	subject := c.subj.Goal(endpoint)
+	if c.id.Role == auth.Admin || c.id.Role == auth.Observer && endpoint != bus.GoalSubmit && endpoint != bus.GoalCancel {
+		return subject
+	}
+	if bound, err := c.subj.As(subject, c.id.Name); err == nil {
+		return bound
+	}
+	return subject
+}
+
+// streams reports whether the identity may read the runtime's streams (to
+// follow a goal live); clients and agents may not.
+func (c *clientConn) streams() bool { return c.id.Role == auth.Admin || c.id.Role == auth.Observer }
+
+// credsFor picks the credentials of a command: --creds / $IOA_CREDS /
+// bus.creds_file, else the admin credentials a local secure server keeps in
+// its data dir, else none (an insecure server).
+func credsFor(cfg *configs.Config) string {
+	if cfg.Bus.CredsFile != "" {
+		return cfg.Bus.CredsFile
+	}
+	if admin := bus.AdminCredsFile(cfg.Bus.DataDir); fileExists(admin) {
+		return admin
+	}
+	return ""
+}
+
+// natsOptions are the connection options of credentials: the creds, the
+// identity's own reply inboxes, and the CA a TLS server is checked with.
+func natsOptions(cfg *configs.Config, creds string) ([]nats.Option, auth.Identity, error) {
+	id := auth.Identity{Name: "admin", Role: auth.Admin}
+	var opts []nats.Option
+	if creds != "" {
+		var err error
+		if id, err = auth.ReadIdentity(creds); err != nil {
+			return nil, id, err
+		}
+		opts = append(opts, nats.UserCredentials(creds))
+		if id.Role != auth.Admin {
+			opts = append(opts, nats.CustomInboxPrefix(auth.InboxPrefix(id.Name)))
+		}
+	}
+	if cfg.Bus.TLS.CAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.Bus.TLS.CAFile))
+	}
+	return opts, id, nil
+}
+
+func fileExists(name string) bool {
+	st, err := os.Stat(name)
+	return err == nil && !st.IsDir()
 }
 
 // dialClient connects to the NATS of the configuration the command's flags
@@ -50,18 +110,26 @@ func dialClient(cmd *cobra.Command) (*clientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []nats.Option{nats.Name("ioa-cli"), nats.Timeout(clientConnectTimeout)}
-	if cfg.Bus.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(cfg.Bus.CredsFile))
+	creds := credsFor(cfg)
+	copts, id, err := natsOptions(cfg, creds)
+	if err != nil {
+		return nil, err
 	}
+	opts := append([]nats.Option{nats.Name("ioa-cli"), nats.Timeout(clientConnectTimeout)}, copts...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoServers) || isDialError(err) {
 			return nil, fmt.Errorf("cannot reach NATS at %s: is \"ioa serve\" running? (or pass --nats-url)", url)
 		}
+		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			if creds == "" {
+				return nil, fmt.Errorf("NATS at %s requires credentials: pass --creds FILE (ioa serve wrote the admin's to <data-dir>/creds/admin.creds; ioa agent add makes others)", url)
+			}
+			return nil, fmt.Errorf("NATS at %s refused the credentials in %s: were they issued by this server's data dir?", url, creds)
+		}
 		return nil, fmt.Errorf("cannot connect to NATS at %s: %v", url, err)
 	}
-	return &clientConn{nc: nc, subj: subj, url: url}, nil
+	return &clientConn{nc: nc, subj: subj, url: url, id: id}, nil
 }
 
 func isDialError(err error) bool {
@@ -98,7 +166,12 @@ func (c *clientConn) Close() { c.nc.Close() }
 // request sends a request to a runtime service and decodes its reply; errors
 // come back as one line a person can act on.
 func (c *clientConn) request(ctx context.Context, subject string, in, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, clientRequestTimeout)
+	return c.requestWithin(ctx, clientRequestTimeout, subject, in, out)
+}
+
+// requestWithin is request with its own timeout.
+func (c *clientConn) requestWithin(ctx context.Context, timeout time.Duration, subject string, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err := bus.Request(ctx, c.nc, subject, in, out)
 	var pe *protocol.Error
@@ -110,7 +183,7 @@ func (c *clientConn) request(ctx context.Context, subject string, in, out any) e
 	case errors.As(err, &pe) && pe.Message != "":
 		return plainError{pe.Message, err}
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("no reply on %s within %s", subject, clientRequestTimeout)
+		return fmt.Errorf("no reply on %s within %s", subject, timeout)
 	}
 	return err
 }
@@ -162,14 +235,14 @@ func renderOptionsFor(w io.Writer) renderOptions {
 
 // show asks one service for one record and prints it as JSON or, for
 // people, with write: the shape of `ioa agents get` and `ioa goals get`.
-func show[T any](cmd *cobra.Command, asJSON bool, subject func(bus.Subjects) string, req any, write func(io.Writer, palette, T)) error {
+func show[T any](cmd *cobra.Command, asJSON bool, subject func(*clientConn) string, req any, write func(io.Writer, palette, T)) error {
 	c, err := dialClient(cmd)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	var v T
-	if err := c.request(cmd.Context(), subject(c.subj), req, &v); err != nil {
+	if err := c.request(cmd.Context(), subject(c), req, &v); err != nil {
 		return err
 	}
 	out := cmd.OutOrStdout()

@@ -86,8 +86,11 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 			if err := checkNamedAgents(ctx, c, req); err != nil {
 				return err
 			}
+			if !detach && !c.streams() {
+				return awaitGoal(ctx, cmd, c, req, asJSON, quiet)
+			}
 			var reply protocol.SubmitReply
-			if err := c.request(ctx, c.subj.Goal(bus.GoalSubmit), req, &reply); err != nil {
+			if err := c.request(ctx, c.goalSubject(bus.GoalSubmit), req, &reply); err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
 			out := cmd.OutOrStdout()
@@ -130,6 +133,38 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 
 // checkNamedAgents fails early, in one line, when the goal names an agent
 // the registry does not know; the goal would only fail at team-up.
+// awaitGoal submits with wait:true and shows the result: an identity that
+// may not read the runtime's streams (a client) cannot follow the chat live.
+func awaitGoal(ctx context.Context, cmd *cobra.Command, c *clientConn, req protocol.GoalRequest, asJSON, quiet bool) error {
+	out := cmd.OutOrStdout()
+	opt := renderOptionsFor(out)
+	opt.Quiet, opt.JSON = quiet, asJSON
+	if !asJSON && !quiet {
+		fmt.Fprintf(out, "%s\n", palette{opt.Color}.dim(fmt.Sprintf("submitted as %s (%s): waiting for the result; following the chat live needs admin or observer credentials", c.id.Name, c.id.Role)))
+	}
+	req.Wait = true
+	wait := req.Timeout.D()
+	if wait <= 0 {
+		wait = maxGoalWait
+	}
+	var res protocol.GoalResult
+	if err := c.requestWithin(ctx, wait+clientRequestTimeout, c.goalSubject(bus.GoalSubmit), req, &res); err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	if asJSON {
+		if err := writeJSON(out, res); err != nil {
+			return err
+		}
+	} else {
+		newGoalRenderer(c.nc, c.subj, res.GoalID, out, opt).outcome(res)
+	}
+	return goalExit(res)
+}
+
+// maxGoalWait bounds waiting for a goal with no timeout of its own: the
+// server ends every goal by its goal timeout (5 minutes by default).
+const maxGoalWait = time.Hour
+
 func checkNamedAgents(ctx context.Context, c *clientConn, req protocol.GoalRequest) error {
 	names := slices.Clone(req.Team)
 	if req.Launcher != "" {

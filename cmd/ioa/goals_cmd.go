@@ -56,7 +56,7 @@ func newGoalsLsCmd() *cobra.Command {
 			}
 			defer c.Close()
 			var reply protocol.GoalListReply
-			if err := c.request(cmd.Context(), c.subj.Goal(bus.GoalList), protocol.GoalListRequest{Status: status, Limit: limit}, &reply); err != nil {
+			if err := c.request(cmd.Context(), c.goalSubject(bus.GoalList), protocol.GoalListRequest{Status: status, Limit: limit}, &reply); err != nil {
 				return fmt.Errorf("goal list: %w", err)
 			}
 			if reply.Goals == nil {
@@ -107,7 +107,7 @@ func newGoalsGetCmd() *cobra.Command {
 			if !protocol.ValidID(args[0]) {
 				return fmt.Errorf("%q is not a goal id", args[0])
 			}
-			return show(cmd, asJSON, func(s bus.Subjects) string { return s.Goal(bus.GoalGet) },
+			return show(cmd, asJSON, func(c *clientConn) string { return c.goalSubject(bus.GoalGet) },
 				protocol.GoalIDRequest{GoalID: args[0]}, writeGoalStatus)
 		},
 	}
@@ -171,7 +171,7 @@ func newGoalsCancelCmd() *cobra.Command {
 			}
 			defer c.Close()
 			var st protocol.GoalStatus
-			err = c.request(cmd.Context(), c.subj.Goal(bus.GoalCancel), protocol.GoalIDRequest{GoalID: args[0]}, &st)
+			err = c.request(cmd.Context(), c.goalSubject(bus.GoalCancel), protocol.GoalIDRequest{GoalID: args[0]}, &st)
 			if err != nil {
 				if errors.Is(err, protocol.ErrNotFound) {
 					return fmt.Errorf("no goal %s", args[0])

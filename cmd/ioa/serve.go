@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/configs"
@@ -32,13 +33,22 @@ agent card.`,
 		},
 	}
 	configs.AddFlags(cmd.Flags())
+	cmd.Flags().Bool("insecure", false, "accept connections without credentials (development only) [$IOA_INSECURE]")
 	return cmd
 }
 
 func busConfig(c *configs.Config) bus.Config {
+	creds := c.Bus.CredsFile
+	if creds == "" && c.Bus.NATSURL != "" {
+		creds = credsFor(c) // the admin's, when this data dir has them
+	}
 	return bus.Config{
-		NATSURL:         c.Bus.NATSURL,
-		CredsFile:       c.Bus.CredsFile,
+		NATSURL:   c.Bus.NATSURL,
+		CredsFile: creds,
+		// An embedded server with a listener requires credentials unless
+		// told otherwise; one with none is reached only in-process.
+		Secure:          c.Bus.NATSURL == "" && c.Bus.Listen != bus.NoListen && !c.Bus.Insecure,
+		TLS:             bus.TLS{CertFile: c.Bus.TLS.CertFile, KeyFile: c.Bus.TLS.KeyFile, CAFile: c.Bus.TLS.CAFile},
 		DataDir:         c.Bus.DataDir,
 		Listen:          c.Bus.Listen,
 		MonitorListen:   c.Bus.MonitorListen,
@@ -64,6 +74,15 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 		} else {
 			fmt.Fprintf(out, "NATS (embedded, JetStream in %s), in-process only\n", cfg.Bus.DataDir)
 		}
+		if b.Config().Secure {
+			creds := b.Config().CredsFile
+			fmt.Fprintf(out, "secure: credentials required; admin credentials in %s\n", creds)
+			fmt.Fprintf(out, "  nats CLI:       nats context save ioa --server %s --creds %s --select\n", b.ClientURL(), absPath(creds))
+			fmt.Fprintf(out, "  more identities: ioa agent add NAME --data-dir %s --out NAME.creds [--role agent|client|observer]\n", cfg.Bus.DataDir)
+		} else if b.ClientURL() != "" {
+			log.Warn("INSECURE: the NATS listener accepts anyone without credentials; anyone who reaches " + b.ClientURL() + " can read every chat, speak for any agent and delete the streams")
+			fmt.Fprintf(out, "WARNING: insecure mode: no credentials required on %s (development only)\n", b.ClientURL())
+		}
 	} else {
 		fmt.Fprintf(out, "using NATS at %s\n", b.ClientURL())
 	}
@@ -82,4 +101,11 @@ func onOff(on bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }

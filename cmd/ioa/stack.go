@@ -13,6 +13,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/agentkit/worker"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/configs"
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/ioa-nats/ioa/registry"
@@ -41,6 +42,23 @@ type stackOptions struct {
 func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log *slog.Logger) (_ *stack, err error) {
 	bcfg := busConfig(cfg)
 	bcfg.Logger = log
+	// Only the runtime's services provision streams: agents elsewhere leave
+	// them as the operator made them.
+	bcfg.NoProvision = !opt.services
+	if bcfg.CredsFile != "" {
+		id, err := auth.ReadIdentity(bcfg.CredsFile)
+		if err != nil {
+			return nil, err
+		}
+		if id.Role != auth.Admin {
+			bcfg.InboxPrefix = auth.InboxPrefix(id.Name)
+			for _, a := range cfg.Agents {
+				if id.Role != auth.Agent || a.Name != id.Name {
+					return nil, fmt.Errorf("the credentials in %s are %s's (role %s): they can run only agent %q, not %q; use one credentials file per agent (ioa agent add) or the admin's", bcfg.CredsFile, id.Name, id.Role, id.Name, a.Name)
+				}
+			}
+		}
+	}
 	s := &stack{log: log}
 	if s.bus, err = bus.Open(ctx, bcfg); err != nil {
 		return nil, err

@@ -54,7 +54,7 @@ follows every chat and every goal's ending live, until interrupted.`,
 			}
 			id := args[0]
 			var st protocol.GoalStatus
-			gerr := c.request(ctx, c.subj.Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: id}, &st)
+			gerr := c.request(ctx, c.goalSubject(bus.GoalGet), protocol.GoalIDRequest{GoalID: id}, &st)
 			if gerr == nil {
 				res, err := followGoal(ctx, c.nc, c.subj, id, out, opt)
 				if err != nil {
