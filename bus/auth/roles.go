@@ -16,7 +16,8 @@ type Role string
 const (
 	// Admin may use every subject, JetStream and KV included.
 	Admin Role = "admin"
-	// Agent NAME may speak in its chats, register and heartbeat NAME, form
+	// Agent NAME may speak in its chats (publish under <p>.agent.NAME.>),
+	// register and heartbeat NAME, form
 	// the team of a goal it launches, submit sub-goals, search the registry,
 	// and receive on <p>.agent.NAME.> and its own reply inboxes.
 	Agent Role = "agent"
@@ -88,8 +89,9 @@ func Permissions(role Role, name, p string) (jwt.Permissions, error) {
 		perm.Sub.Allow.Add(">")
 	case Agent:
 		a := p + ".agent." + name
-		perm.Pub.Allow.Add(a+".out.*", a+".history.*", a+".chats",
-			p+".teamup."+name, p+".goal.submit."+name)
+		// Its own subtree: the outbox, history and chats requests (and its
+		// own inboxes, which fools no one but itself).
+		perm.Pub.Allow.Add(a+".>", p+".teamup."+name, p+".goal.submit."+name)
 		for _, e := range registryWrites {
 			perm.Pub.Allow.Add(p + ".registry." + e + "." + name)
 		}

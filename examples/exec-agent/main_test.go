@@ -63,9 +63,10 @@ func TestExecWorkers(t *testing.T) {
 		t.Skipf("none of the workers' programs is installed: %v", missing)
 	}
 
-	s := stacktest.Start(t, stacktest.Options{Coordinator: true})
-	// Over TCP, as `ioa agent run --nats-url` connects.
-	nc, err := nats.Connect(s.URL, nats.Name("exec-agents"))
+	s := stacktest.Start(t, stacktest.Options{Coordinator: true, Secure: true})
+	// Over TCP, as `ioa agent run --nats-url --creds` connects; one
+	// connection may act for several agents with the admin's credentials.
+	nc, err := nats.Connect(s.URL, nats.Name("exec-agents"), nats.UserCredentials(bus.AdminCredsFile(s.Bus.Config().DataDir)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,18 +41,24 @@ func main() {
 		url = nats.DefaultURL // nats://127.0.0.1:4222, where `ioa serve` listens
 	}
 	flag.StringVar(&url, "nats-url", url, "NATS server of `ioa serve` [$NATS_URL]")
+	creds := flag.String("creds", os.Getenv("NATS_CREDS"), "credentials from `ioa agent add reverser` [$NATS_CREDS]")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, url); err != nil {
+	if err := run(ctx, url, *creds); err != nil {
 		fmt.Fprintln(os.Stderr, "go-agent:", err)
 		os.Exit(1)
 	}
 }
 
-// run serves the agent on the server at url until ctx ends.
-func run(ctx context.Context, url string) error {
-	nc, err := nats.Connect(url, nats.Name("go-agent"), nats.MaxReconnects(-1))
+// run serves the agent on the server at url, with the credentials in creds
+// (none for an insecure server), until ctx ends.
+func run(ctx context.Context, url, creds string) error {
+	opts, err := agentkit.CredsOptions(creds)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(url, append(opts, nats.Name("go-agent"), nats.MaxReconnects(-1))...)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", url, err)
 	}

@@ -6,17 +6,20 @@ import (
 	"testing"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/internal/stacktest"
 )
 
-// TestJoinServer runs the agent against the server stack over TCP, as it
-// would run against `ioa serve`, and submits a goal that names no team: the
-// coordinator must find the agent in the registry by meaning.
+// TestJoinServer runs the agent against a secure server stack over TCP
+// with its own credentials, as it would run against `ioa serve`, and submits
+// a goal that names no team: the coordinator must find the agent in the
+// registry by meaning.
 func TestJoinServer(t *testing.T) {
-	s := stacktest.Start(t, stacktest.Options{Coordinator: true})
+	s := stacktest.Start(t, stacktest.Options{Coordinator: true, Secure: true})
+	creds := s.Creds(t, Card.Name, auth.Agent)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, s.URL) }()
+	go func() { done <- run(ctx, s.URL, creds) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

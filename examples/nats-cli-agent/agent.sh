@@ -2,7 +2,7 @@
 # agent.sh: an ioa agent written with nothing but bash, grep and the nats CLI
 # (https://github.com/nats-io/natscli, v0.5.0). It is the proof that any
 # language that can send a NATS request can join: everything below follows
-# PROTOCOL.md and nothing else.
+# docs/protocol.md and nothing else.
 #
 # It registers its card, heartbeats, accepts every invitation, listens on its
 # inbox, and when a logged chat message assigns it a task it does the task
@@ -11,8 +11,12 @@
 #
 #   NATS_URL=nats://127.0.0.1:4222 ./examples/nats-cli-agent/agent.sh
 #
-# Environment: NATS_URL, AGENT_NAME (rot13), IOA_PREFIX (ioa), HEARTBEAT
-# seconds (10), NATS (the nats binary).
+# Environment: NATS_URL, NATS_CREDS (the agent's .creds file, from
+# `ioa agent add rot13`; none for an insecure server), AGENT_NAME (rot13),
+# IOA_PREFIX (ioa), HEARTBEAT seconds (10), NATS (the nats binary).
+#
+# It registers, heartbeats and deregisters on the identity-bound subjects
+# <p>.registry.<endpoint>.<name>, the only ones its credentials allow.
 set -uo pipefail
 
 NATS_URL=${NATS_URL:-nats://127.0.0.1:4222}
@@ -22,9 +26,14 @@ HEARTBEAT=${HEARTBEAT:-10}
 NATS=${NATS:-nats}
 
 log() { printf '%s %s: %s\n' "$(date -u +%H:%M:%S)" "$NAME" "$*" >&2; }
-n() { "$NATS" --server "$NATS_URL" "$@"; }
+# The nats command line: the server, the agent's credentials (from `ioa agent
+# add NAME`; a secure ioa serve requires them) and its own reply inboxes (the
+# only ones its credentials may read).
+NATSCMD=("$NATS" --server "$NATS_URL" --inbox-prefix "_INBOX.$NAME")
+[[ -n ${NATS_CREDS-} ]] && NATSCMD+=(--creds "$NATS_CREDS")
+n() { "${NATSCMD[@]}" "$@"; }
 # req SUBJECT BODY prints the reply body; an error reply is a JSON object
-# with an "error" member (PROTOCOL.md: the body of every error reply).
+# with an "error" member (docs/protocol.md: the body of every error reply).
 req() { n request --raw --timeout 5s "$1" "$2" 2>&1; }
 is_error() { [[ $1 != \{* ]] || [[ $1 == *'"error":{'* ]]; }
 
@@ -86,7 +95,7 @@ CARD='{"name":'"$(json_str "$NAME")"',"description":"Encodes and decodes text wi
 
 register() {
 	local out
-	out=$(req "$P.registry.register" "$CARD")
+	out=$(req "$P.registry.register.$NAME" "$CARD")
 	if is_error "$out"; then
 		log "register failed: $out"
 		return 1
@@ -101,7 +110,7 @@ heartbeats() {
 		sleep "$HEARTBEAT" &
 		nap=$!
 		wait $nap
-		out=$(req "$P.registry.heartbeat" '{"name":'"$(json_str "$NAME")"'}')
+		out=$(req "$P.registry.heartbeat.$NAME" '{"name":'"$(json_str "$NAME")"'}')
 		if [[ $out == *not_found* ]]; then
 			log "the registry forgot me; registering again"
 			register
@@ -182,7 +191,7 @@ stop() {
 	wait 2>/dev/null
 	rm -rf "$STATE"
 	if ((REGISTERED)); then
-		req "$P.registry.deregister" '{"name":'"$(json_str "$NAME")"'}' >/dev/null
+		req "$P.registry.deregister.$NAME" '{"name":'"$(json_str "$NAME")"'}' >/dev/null
 		log "deregistered; bye"
 	fi
 	exit "$1"
@@ -196,11 +205,11 @@ command -v "$NATS" >/dev/null || { log "the nats CLI is not installed (go instal
 # Listen before registering, so that no invitation or message is missed:
 # the inbox is ready when a probe sent to it comes back, the invitation
 # server when it answers.
-coproc INBOX { exec "$NATS" --server "$NATS_URL" subscribe --raw "$P.agent.$NAME.in.*" 2>/dev/null; }
+coproc INBOX { exec "${NATSCMD[@]}" subscribe --raw "$P.agent.$NAME.in.*" 2>/dev/null; }
 PIDS+=("$INBOX_PID")
 [[ -n ${INBOX[0]-} ]] || { log "cannot reach NATS at $NATS_URL"; exit 1; }
 exec {IN}<&"${INBOX[0]}" # bash forgets INBOX when the coprocess ends
-"$NATS" --server "$NATS_URL" reply "$P.agent.$NAME.invite" '{"accept":true}' >/dev/null 2>&1 &
+"${NATSCMD[@]}" reply "$P.agent.$NAME.invite" '{"accept":true}' >/dev/null 2>&1 &
 PIDS+=($!)
 for ((try = 0; ; try++)); do
 	((try < 100)) || { log "cannot reach NATS at $NATS_URL"; exit 1; }

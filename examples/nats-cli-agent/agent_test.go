@@ -16,6 +16,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/internal/stacktest"
 )
 
@@ -27,8 +28,8 @@ func TestBashAgent(t *testing.T) {
 	if err != nil {
 		t.Skip("bash is not installed")
 	}
-	s := stacktest.Start(t, stacktest.Options{Coordinator: true})
-	script := startScript(t, bash, natsCLI, s.URL)
+	s := stacktest.Start(t, stacktest.Options{Coordinator: true, Secure: true})
+	script := startScript(t, bash, natsCLI, s.URL, s.Creds(t, agentName, auth.Agent))
 	s.WaitOnline(t, agentName)
 
 	cases := []struct {
@@ -93,10 +94,10 @@ type script struct {
 
 // startScript runs agent.sh in its own process group; whatever happens, the
 // group is killed when the test ends.
-func startScript(t *testing.T, bash, natsCLI, url string) *script {
+func startScript(t *testing.T, bash, natsCLI, url, creds string) *script {
 	t.Helper()
 	cmd := exec.Command(bash, "agent.sh")
-	cmd.Env = append(os.Environ(), "NATS_URL="+url, "NATS="+natsCLI, "AGENT_NAME="+agentName, "IOA_PREFIX=ioa", "HEARTBEAT=1")
+	cmd.Env = append(os.Environ(), "NATS_URL="+url, "NATS_CREDS="+creds, "NATS="+natsCLI, "AGENT_NAME="+agentName, "IOA_PREFIX=ioa", "HEARTBEAT=1")
 	out := &stacktest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

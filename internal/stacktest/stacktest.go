@@ -7,13 +7,17 @@ package stacktest
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/bus/bustest"
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/ioa-nats/ioa/registry"
@@ -28,6 +32,9 @@ type Options struct {
 	Coordinator bool
 	// Bus adjusts the embedded server's configuration.
 	Bus func(*bus.Config)
+	// Secure requires credentials on the listener, as `ioa serve` does by
+	// default (see Stack.Creds and Stack.Dial).
+	Secure bool
 }
 
 // Stack is a running runtime.
@@ -41,6 +48,9 @@ type Stack struct {
 func Start(t testing.TB, o Options) *Stack {
 	t.Helper()
 	var adjust []func(*bus.Config)
+	if o.Secure {
+		adjust = append(adjust, func(c *bus.Config) { c.Secure = true })
+	}
 	if o.Bus != nil {
 		adjust = append(adjust, o.Bus)
 	}
@@ -162,4 +172,49 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Creds issues credentials for an identity of a secure stack (Options.Bus
+// setting Secure) and returns the .creds file.
+func (s *Stack) Creds(t testing.TB, name string, role auth.Role) string {
+	t.Helper()
+	a, err := auth.Load(bus.AuthDir(s.Bus.Config().DataDir))
+	if err != nil {
+		t.Fatalf("stacktest: %v (is the stack secure?)", err)
+	}
+	file := filepath.Join(t.TempDir(), name+".creds")
+	if err := a.WriteCreds(file, auth.Identity{Name: name, Role: role}, s.Bus.Subjects().Prefix()); err != nil {
+		t.Fatalf("stacktest: creds: %v", err)
+	}
+	return file
+}
+
+// Dial connects to the stack's listener over TCP as the identity of creds
+// (with its own reply inboxes), closed when the test ends. The server's
+// asynchronous errors, such as permission violations, arrive on errs.
+func (s *Stack) Dial(t testing.TB, creds string) (nc *nats.Conn, errs <-chan error) {
+	t.Helper()
+	ch := make(chan error, 64)
+	opts := []nats.Option{nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case ch <- err:
+		default:
+		}
+	})}
+	if creds != "" {
+		id, err := auth.ReadIdentity(creds)
+		if err != nil {
+			t.Fatalf("stacktest: %v", err)
+		}
+		opts = append(opts, nats.UserCredentials(creds))
+		if id.Role != auth.Admin {
+			opts = append(opts, nats.CustomInboxPrefix(auth.InboxPrefix(id.Name)))
+		}
+	}
+	nc, err := nats.Connect(s.URL, opts...)
+	if err != nil {
+		t.Fatalf("stacktest: connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, ch
 }
