@@ -477,8 +477,12 @@ func (b *Bus) dial(name string, extra ...nats.Option) (*nats.Conn, error) {
 // NewConn opens another connection to the same NATS (in-process when the
 // server is embedded). The bus closes it on Shutdown. Services use their own
 // connection so that one's slow consumer cannot stall another.
-func (b *Bus) NewConn(name string) (*nats.Conn, error) {
-	nc, err := b.dial(name)
+func (b *Bus) NewConn(name string) (*nats.Conn, error) { return b.NewConnWith(name) }
+
+// NewConnWith is NewConn with more options, which win over the bus's own:
+// another identity's credentials and inbox prefix, for example.
+func (b *Bus) NewConnWith(name string, opts ...nats.Option) (*nats.Conn, error) {
+	nc, err := b.dial(name, opts...)
 	if err != nil {
 		return nil, err
 	}

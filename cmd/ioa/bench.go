@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/ioa-nats/ioa/registry"
 	"github.com/ioa-nats/ioa/registry/search"
@@ -57,6 +59,7 @@ Figures depend on the machine; quote medians of several runs.`,
 	f.Int("searches", 300, "searches to time at each size")
 	f.Int("idle-agents", 500, "agents started to measure memory per idle agent")
 	f.Int("open-chats", 200, "chats opened to measure memory per open chat")
+	f.Bool("secure", false, "run with credentials required and every agent on its own identity (compare with a run without)")
 	f.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = f.MarkHidden("cpuprofile")
 	return cmd
@@ -99,7 +102,8 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	env, err := startBenchEnv(ctx, tmp)
+	secure, _ := f.GetBool("secure")
+	env, err := startBenchEnv(ctx, tmp, secure)
 	if err != nil {
 		return err
 	}
@@ -209,20 +213,28 @@ func fmtDur(d time.Duration) string {
 // benchEnv is a whole runtime in this process.
 type benchEnv struct {
 	b    *bus.Bus
+	dir  string
+	auth *auth.Authority // nil unless secure
 	reg  *registry.Service
 	orch *orchestrator.Service
 	stop context.CancelFunc
-	done chan error
+	runs sync.WaitGroup // the agents' runtimes
 }
 
 const benchLauncher = "coordinator"
 
-func startBenchEnv(ctx context.Context, dir string) (*benchEnv, error) {
-	b, err := bus.Start(ctx, bus.Config{DataDir: dir, Listen: bus.NoListen})
+func startBenchEnv(ctx context.Context, dir string, secure bool) (*benchEnv, error) {
+	b, err := bus.Start(ctx, bus.Config{DataDir: dir, Listen: bus.NoListen, Secure: secure})
 	if err != nil {
 		return nil, err
 	}
-	e := &benchEnv{b: b}
+	e := &benchEnv{b: b, dir: dir}
+	if secure {
+		if e.auth, err = auth.Load(bus.AuthDir(dir)); err != nil {
+			e.close()
+			return nil, err
+		}
+	}
 	if e.reg, err = registry.New(b, registry.Config{HeartbeatTTL: 10 * time.Minute}); err == nil {
 		err = e.reg.Start(ctx)
 	}
@@ -255,19 +267,23 @@ func startBenchEnv(ctx context.Context, dir string) (*benchEnv, error) {
 			Worker: agentkit.WorkerFunc(work), Policy: rules.New(rules.Config{}),
 		})
 	}
-	nc, err := b.NewConn("bench-agents")
-	if err != nil {
-		e.close()
-		return nil, err
-	}
-	rt, err := agentkit.NewRuntime(nc, b.Subjects(), agents)
-	if err != nil {
-		e.close()
-		return nil, err
-	}
+	// Each agent on a connection of its own identity, as agents run
+	// against a secure ioa serve (the server checks every subject).
 	rctx, cancel := context.WithCancel(context.Background())
-	e.stop, e.done = cancel, make(chan error, 1)
-	go func() { e.done <- rt.Run(rctx) }()
+	e.stop = cancel
+	for _, a := range agents {
+		nc, err := e.agentConn(a.Card.Name)
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		rt, err := agentkit.NewRuntime(nc, b.Subjects(), []agentkit.Agent{a})
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		e.runs.Go(func() { _ = rt.Run(rctx) })
+	}
 	for _, a := range agents {
 		if err := waitOnline(ctx, b, a.Card.Name); err != nil {
 			e.close()
@@ -297,7 +313,7 @@ func (e *benchEnv) close() {
 	defer cancel()
 	if e.stop != nil {
 		e.stop()
-		<-e.done
+		e.runs.Wait()
 	}
 	if e.orch != nil {
 		_ = e.orch.Shutdown(ctx)
@@ -343,8 +359,25 @@ type wireMember struct {
 	cond *sync.Cond
 }
 
+// agentConn is a connection for agent name: with its own agent
+// credentials on a secure bench, the bus's own otherwise.
+func (e *benchEnv) agentConn(name string) (*nats.Conn, error) {
+	if e.auth == nil {
+		return e.b.NewConn("bench-" + name)
+	}
+	creds := filepath.Join(e.dir, "creds", name+".creds")
+	if err := e.auth.WriteCreds(creds, auth.Identity{Name: name, Role: auth.Agent}, e.b.Subjects().Prefix()); err != nil {
+		return nil, err
+	}
+	opts, err := agentkit.CredsOptions(creds)
+	if err != nil {
+		return nil, err
+	}
+	return e.b.NewConnWith("bench-"+name, opts...)
+}
+
 func (e *benchEnv) newWireMember(ctx context.Context, name string, team []string) (*wireMember, error) {
-	nc, err := e.b.NewConn("bench-" + name)
+	nc, err := e.agentConn(name)
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +411,8 @@ func (e *benchEnv) newWireMember(ctx context.Context, name string, team []string
 		}
 		go func() {
 			var r protocol.TeamupReply
-			err := bus.Request(ctx, nc, s.Teamup(), protocol.TeamupRequest{GoalID: req.GoalID, Launcher: name, Members: team}, &r)
+			teamup, _ := s.As(s.Teamup(), name)
+			err := bus.Request(ctx, nc, teamup, protocol.TeamupRequest{GoalID: req.GoalID, Launcher: name, Members: team}, &r)
 			if err != nil {
 				_ = nc.PublishMsg(bus.ErrorMsg(m.Reply, err))
 				return
@@ -392,7 +426,11 @@ func (e *benchEnv) newWireMember(ctx context.Context, name string, team []string
 		return nil, err
 	}
 	card := protocol.AgentCard{Name: name, Description: "bench member " + name}
-	if err := bus.Request(ctx, nc, s.Registry(bus.RegistryRegister), card, nil); err != nil {
+	register, err := s.As(s.Registry(bus.RegistryRegister), name)
+	if err != nil {
+		return nil, err
+	}
+	if err := bus.Request(ctx, nc, register, card, nil); err != nil {
 		return nil, err
 	}
 	return w, nil
