@@ -7,7 +7,7 @@
 // launch requests, keeps one goroutine per chat that folds the chat's log into
 // a protocol.Chat replica in seq order, speaks through the agent's outbox when
 // the replica says it is the agent's turn, and runs assigned tasks under a
-// concurrency limit. Everything it does on the wire is in PROTOCOL.md.
+// concurrency limit. Everything it does on the wire is in docs/protocol.md.
 //
 // Worker adapters live in agentkit/worker; the deterministic rules policy in
 // agentkit/rules.

@@ -18,7 +18,7 @@ type Policy interface {
 	// fills in v, id, comm_id, goal_id and sender.
 	NextMessage(ctx context.Context, turn Turn) (protocol.AgentMessage, error)
 	// NeedsTeam decides whether a task assigned to the agent goes to a
-	// nested team (PROTOCOL.md section 6): it returns the sub-goal to submit,
+	// nested team (docs/protocol.md section 11): it returns the sub-goal to submit,
 	// or "" to do the task itself. The runtime asks only when the card allows
 	// nested teams and the chat's team_up_depth is above 0.
 	NeedsTeam(ctx context.Context, req TeamCheck) (subgoal string, err error)

@@ -104,7 +104,7 @@ func (a *agentState) execute(ctx context.Context, t Task) (Result, error) {
 	return res, err
 }
 
-// subgoal hands the task to a nested team (PROTOCOL.md section 6) and waits
+// subgoal hands the task to a nested team (docs/protocol.md section 11) and waits
 // for its conclusion.
 func (a *agentState) subgoal(ctx context.Context, t Task, text string) (Result, error) {
 	depth := t.TeamUpDepth - 1

@@ -14,7 +14,7 @@ import (
 // maxDepth bounds JSON nesting; no protocol payload comes close.
 const maxDepth = 32
 
-// Codec decodes request bodies strictly, as PROTOCOL.md requires: a UTF-8
+// Codec decodes request bodies strictly, as docs/protocol.md requires: a UTF-8
 // JSON object within the size limit, no duplicate keys, no null body.
 // Unknown fields are ignored, so newer peers can add fields.
 type Codec struct {

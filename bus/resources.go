@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Names of the JetStream resources of PROTOCOL.md section 7.
+// Names of the JetStream resources of docs/protocol.md section 12.
 const (
 	StreamChats  = "IOA_CHATS"
 	StreamTasks  = "IOA_TASKS"
@@ -19,7 +19,7 @@ const (
 	BucketAgents = "ioa_agents"
 	BucketGoals  = "ioa_goals"
 	BucketChats  = "ioa_chats"
-	// BucketPresence (an addition to PROTOCOL.md) holds the registry's
+	// BucketPresence (an addition to the v1 protocol) holds the registry's
 	// heartbeats apart from the cards, in memory: a heartbeat never
 	// rewrites a card, and liveness needs no disk.
 	BucketPresence = "ioa_presence"
@@ -77,7 +77,7 @@ func (b *Bus) provision(ctx context.Context) error {
 
 // checkOwner refuses to take over a stream that another deployment, with
 // another subject prefix, created on the same NATS account: the names of the
-// streams and buckets are fixed (PROTOCOL.md §7), so two prefixes cannot
+// streams and buckets are fixed (docs/protocol.md section 12), so two prefixes cannot
 // share an account, and updating the stream would silently cut the other
 // deployment off its own logs.
 func (b *Bus) checkOwner(ctx context.Context, want jetstream.StreamConfig) error {

@@ -38,7 +38,7 @@ func ValidPrefix(prefix string) error {
 // Prefix is the first token(s) of every subject.
 func (s Subjects) Prefix() string { return s.prefix }
 
-// Registry endpoints and their subjects (PROTOCOL.md section 1).
+// Registry endpoints and their subjects (docs/protocol.md section 5).
 const (
 	RegistryRegister   = "register"
 	RegistryDeregister = "deregister"
@@ -48,7 +48,7 @@ const (
 	RegistrySearch     = "search"
 )
 
-// Goal endpoints (PROTOCOL.md section 2).
+// Goal endpoints (docs/protocol.md section 6).
 const (
 	GoalSubmit = "submit"
 	GoalGet    = "get"

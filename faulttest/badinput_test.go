@@ -150,7 +150,7 @@ func TestFaultBadInputEverySubject(t *testing.T) {
 	for _, e := range endpoints(s.subj) {
 		for _, bb := range badBodies(e) {
 			if e.text && !bb.object && len(strings.TrimSpace(string(bb.body))) > 0 && bb.name != "null" {
-				// PROTOCOL.md section 2: such a body is a plain-text goal.
+				// docs/protocol.md section 6: such a body is a plain-text goal.
 				continue
 			}
 			t.Run(e.name+"/"+bb.name, func(t *testing.T) {

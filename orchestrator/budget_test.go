@@ -192,7 +192,7 @@ func TestSubmitForms(t *testing.T) {
 }
 
 // TestGoneMembersLoseTheirTasksAndTurns: members that stop heartbeating
-// (offline in the registry) are "gone" (PROTOCOL.md §5): the referee fails
+// (offline in the registry) are "gone" (docs/protocol.md section 9): the referee fails
 // the task of a gone assignee and gives a gone speaker's turn back to the
 // launcher, long before the task and speaker timeouts.
 func TestGoneMembersLoseTheirTasksAndTurns(t *testing.T) {

@@ -39,7 +39,7 @@ func (s *Service) parseGoalRequest(data []byte) (protocol.GoalRequest, error) {
 		return req, protocol.Errorf(protocol.ErrInvalid, "empty goal: send the goal as text or as {\"goal\":\"...\"}")
 	}
 	if bytes.Equal(trimmed, []byte("null")) {
-		// PROTOCOL.md: a JSON null body is rejected, not taken as a goal.
+		// docs/protocol.md: a JSON null body is rejected, not taken as a goal.
 		return req, protocol.Errorf(protocol.ErrInvalid, "body is null: send the goal as text or as {\"goal\":\"...\"}")
 	}
 	if trimmed[0] == '{' {

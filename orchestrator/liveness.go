@@ -11,7 +11,7 @@ import (
 )
 
 // A member is gone when the registry says it is offline: no heartbeat for
-// the registry's TTL (PROTOCOL.md §5, "member gone"). The referee asks only
+// the registry's TTL (docs/protocol.md section 9, "member gone"). The referee asks only
 // about members a chat has waited on for goneCheckAfter, and remembers each
 // answer for livenessFresh, so a busy instance asks about each waited-on
 // member at most once per livenessFresh.

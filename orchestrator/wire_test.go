@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// wireAgent speaks PROTOCOL.md with nothing but a NATS connection: no
+// wireAgent speaks docs/protocol.md with nothing but a NATS connection: no
 // agentkit. It proves that any program can take part.
 type wireAgent struct {
 	t    testing.TB

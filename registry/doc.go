@@ -1,4 +1,4 @@
-// Package registry is the agent registry of PROTOCOL.md section 1: the NATS
+// Package registry is the agent registry of docs/protocol.md section 5: the NATS
 // micro service ioa-registry, where agents register their cards, keep
 // themselves online with heartbeats, and are found by meaning.
 //

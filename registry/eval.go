@@ -17,7 +17,7 @@ import (
 )
 
 // EvalSet is a labelled discovery set: agent cards and the tasks that each
-// need one of them (the format of shared/data/discovery-dev).
+// need one of them (the format of registry/search/testdata/discovery-dev).
 type EvalSet struct {
 	Agents  []search.Doc
 	Queries []search.EvalQuery

@@ -194,7 +194,7 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     Version,
-		Description: "IoA agent registry: register, heartbeat, get, list and search agent cards (PROTOCOL.md section 1)",
+		Description: "IoA agent registry: register, heartbeat, get, list and search agent cards (docs/protocol.md section 5)",
 		QueueGroup:  QueueGroup,
 		Metadata:    map[string]string{"prefix": s.bus.Subjects().Prefix(), "heartbeat_ttl": s.cfg.HeartbeatTTL.String()},
 		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {

@@ -28,7 +28,7 @@ func (e *Error) Is(target error) bool {
 	return errors.As(target, &t) && t.Code == e.Code
 }
 
-// Sentinels for the codes of PROTOCOL.md. Wrap them with Errorf to add detail.
+// Sentinels for the codes of docs/protocol.md. Wrap them with Errorf to add detail.
 var (
 	ErrInvalid           = &Error{Code: "invalid", Status: 400}
 	ErrNotMember         = &Error{Code: "not_member", Status: 403}

@@ -5,7 +5,7 @@ import "slices"
 // State is a chat's phase, IoA's five states.
 type State string
 
-// The chat states of PROTOCOL.md section 5.
+// The chat states of docs/protocol.md section 9.
 const (
 	StateDiscussion State = "discussion"
 	StateSyncTasks  State = "sync_task_assignment"

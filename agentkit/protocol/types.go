@@ -50,7 +50,7 @@ func (c *AgentCard) Validate() error {
 	return nil
 }
 
-// Registry payloads (PROTOCOL.md section 1).
+// Registry payloads (docs/protocol.md section 5).
 
 // RegisterReply answers registry.register.
 type RegisterReply struct {
@@ -116,7 +116,7 @@ type SearchReply struct {
 	Results []SearchResult `json:"results"`
 }
 
-// Goal payloads (PROTOCOL.md section 2).
+// Goal payloads (docs/protocol.md section 6).
 
 // Goal statuses.
 const (
@@ -301,7 +301,7 @@ type GoalEvent struct {
 	Usage   *Usage        `json:"usage,omitempty"`
 }
 
-// Team-up payloads (PROTOCOL.md section 3).
+// Team-up payloads (docs/protocol.md section 7).
 
 // LaunchRequest is sent to <p>.agent.<name>.launch.
 type LaunchRequest struct {
@@ -347,7 +347,7 @@ type InviteReply struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Chat payloads (PROTOCOL.md section 4).
+// Chat payloads (docs/protocol.md section 8).
 
 // Message types.
 const (

@@ -260,7 +260,7 @@ func TestUsageAdd(t *testing.T) {
 	}
 }
 
-// The wire names of AgentMessage are PROTOCOL.md's (IoA's).
+// The wire names of AgentMessage are docs/protocol.md's (IoA's).
 func TestAgentMessageWireNames(t *testing.T) {
 	m := protocol.AgentMessage{
 		V: protocol.Version, ID: "m1", CommID: "c1", GoalID: "g1", Sender: "alice", Seq: 3,

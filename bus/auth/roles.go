@@ -107,7 +107,7 @@ func Permissions(role Role, name, p string) (jwt.Permissions, error) {
 		for _, e := range registryReads {
 			perm.Pub.Allow.Add(p + ".registry." + e)
 		}
-		perm.Sub.Allow.Add(inbox, p+".client."+name+".>")
+		perm.Sub.Allow.Add(inbox)
 	case Observer:
 		perm.Pub.Allow.Add(p+".goal.get", p+".goal.list")
 		for _, e := range registryReads {

@@ -36,7 +36,7 @@ The API key of an openai embedder is read from IOA_EMBEDDER_API_KEY.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if agents == "" || queries == "" {
-				return errors.New("registry eval: --agents and --queries are required (jsonl files, e.g. shared/data/discovery-dev/agents.jsonl and queries.jsonl)")
+				return errors.New("registry eval: --agents and --queries are required (jsonl files, e.g. registry/search/testdata/discovery-dev/agents.jsonl and queries.jsonl)")
 			}
 			set, err := registry.LoadEvalSet(agents, queries)
 			if err != nil {

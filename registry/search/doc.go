@@ -15,5 +15,5 @@
 // query and card words are weighted by how few cards share them.
 //
 // Evaluate, LoadAgents, LoadQueries and BM25Baseline measure a ranker on a
-// labelled set such as shared/data/discovery-dev.
+// labelled set such as registry/search/testdata/discovery-dev.
 package search

@@ -9,10 +9,9 @@ import (
 	"testing"
 )
 
-// devDir finds the development set: the shared copy if present, else the one
-// kept in testdata for CI.
+// devDir finds the development set kept in testdata.
 func devDir(t testing.TB) string {
-	for _, d := range []string{"../../../shared/data/discovery-dev", "testdata/discovery-dev"} {
+	for _, d := range []string{"testdata/discovery-dev"} {
 		if _, err := os.Stat(filepath.Join(d, "agents.jsonl")); err == nil {
 			return d
 		}
