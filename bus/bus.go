@@ -71,7 +71,11 @@ type Config struct {
 	// Prefix is the first token of every subject; "ioa" by default.
 	Prefix string
 	// Replicas of streams and buckets; 1 by default, 3 on a cluster.
+	// Provisioning never lowers the replicas of an existing stream.
 	Replicas int
+	// Retention bounds what the streams and the goal and chat buckets
+	// keep.
+	Retention Retention
 	// MaxMessageBytes bounds request and message bodies; 64 KiB by default.
 	MaxMessageBytes int
 	// Name names the connection (shown by the server's monitoring).
@@ -85,6 +89,15 @@ type Config struct {
 	Cluster Cluster
 	// Logger receives the bus's own logs; nil discards them.
 	Logger *slog.Logger
+}
+
+// Retention bounds the runtime's stored state: each of IOA_CHATS,
+// IOA_TASKS and IOA_GOALS drops messages older than MaxAge, and its oldest
+// ones beyond MaxBytes; goal and chat records not written for MaxAge
+// expire. Zero values mean no limit.
+type Retention struct {
+	MaxAge   time.Duration
+	MaxBytes int64
 }
 
 // TLS configures certificates: the embedded server's (CertFile, KeyFile)
@@ -299,7 +312,7 @@ func trustOperator(opts *server.Options, cfg *Config) error {
 	}
 	// The server writes its operator's account JWTs nowhere: an external
 	// nats-server is told to trust the same operator with this fragment.
-	if err := os.WriteFile(filepath.Join(a.Dir(), auth.ServerConfigFile), []byte(a.ServerConfig()), 0o644); err != nil {
+	if err := a.WriteServerConfig(); err != nil {
 		return fmt.Errorf("bus: %w", err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/bus/bustest"
@@ -156,5 +157,30 @@ func TestEphemeralStoreIsRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("ephemeral store %s still there after Close: %v", dir, err)
+	}
+}
+
+func TestProvisionAppliesRetention(t *testing.T) {
+	dir := t.TempDir()
+	b := bustest.New(t, func(c *bus.Config) {
+		c.DataDir = dir
+		c.Retention = bus.Retention{MaxAge: 48 * time.Hour, MaxBytes: 1 << 30}
+	})
+	ctx := t.Context()
+	for _, name := range []string{bus.StreamChats, bus.StreamTasks, bus.StreamGoals} {
+		st, err := b.JetStream().Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := st.CachedInfo().Config; c.MaxAge != 48*time.Hour || c.MaxBytes != 1<<30 {
+			t.Errorf("%s: max_age %v, max_bytes %d", name, c.MaxAge, c.MaxBytes)
+		}
+	}
+	kv, err := b.JetStream().KeyValue(ctx, bus.BucketGoals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := kv.Status(ctx); st.TTL() != 48*time.Hour {
+		t.Errorf("goal records expire after %v, want 48h", st.TTL())
 	}
 }

@@ -46,18 +46,29 @@ func (b *Bus) provision(ctx context.Context) error {
 		if err := b.checkOwner(ctx, sc); err != nil {
 			return err
 		}
+		if err := b.checkReplicas(ctx, sc.Name); err != nil {
+			return err
+		}
 		sc.Storage = jetstream.FileStorage
 		sc.Replicas = b.cfg.Replicas
 		sc.Duplicates = dedupWindow
+		sc.MaxAge, sc.MaxBytes, sc.Discard = b.cfg.Retention.MaxAge, b.cfg.Retention.MaxBytes, jetstream.DiscardOld
 		if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("bus: stream %s: %w", sc.Name, err)
 		}
 	}
 	for _, kc := range []jetstream.KeyValueConfig{
+		// Cards live as long as their agents are registered: a long-lived
+		// agent heartbeats (in ioa_presence) and never rewrites its card.
 		{Bucket: BucketAgents, Description: "IoA agent cards (registry source of truth)"},
-		{Bucket: BucketGoals, Description: "IoA goal tree and status"},
-		{Bucket: BucketChats, Description: "IoA chat referee state"},
+		// Goal and chat records are rewritten on every change, so an entry
+		// older than the retention age belongs to a goal long ended.
+		{Bucket: BucketGoals, Description: "IoA goal tree and status", TTL: b.cfg.Retention.MaxAge},
+		{Bucket: BucketChats, Description: "IoA chat referee state", TTL: b.cfg.Retention.MaxAge},
 	} {
+		if err := b.checkReplicas(ctx, "KV_"+kc.Bucket); err != nil {
+			return err
+		}
 		kc.Storage = jetstream.FileStorage
 		kc.Replicas = b.cfg.Replicas
 		kc.MaxValueSize = maxMsg * 4
@@ -69,8 +80,29 @@ func (b *Bus) provision(ctx context.Context) error {
 		Bucket: BucketPresence, Description: "IoA agent heartbeats (registry liveness)",
 		TTL: presenceMaxAge, Storage: jetstream.MemoryStorage, Replicas: b.cfg.Replicas,
 	}
+	if err := b.checkReplicas(ctx, "KV_"+presence.Bucket); err != nil {
+		return err
+	}
 	if _, err := b.js.CreateOrUpdateKeyValue(ctx, presence); err != nil {
 		return fmt.Errorf("bus: bucket %s: %w", presence.Bucket, err)
+	}
+	return nil
+}
+
+// checkReplicas refuses to lower the replicas of an existing stream: a
+// process started with the default (1) against a cluster provisioned with 3
+// would otherwise quietly take the streams' redundancy away.
+func (b *Bus) checkReplicas(ctx context.Context, stream string) error {
+	st, err := b.js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("bus: stream %s: %w", stream, err)
+	}
+	if have := st.CachedInfo().Config.Replicas; have > b.cfg.Replicas {
+		return fmt.Errorf("bus: stream %s has %d replicas and this process asks for %d: refusing to lower them; set bus.replicas to %d (IOA_BUS_REPLICAS=%d), or change the stream with the nats CLI if fewer are meant",
+			stream, have, b.cfg.Replicas, have, have)
 	}
 	return nil
 }

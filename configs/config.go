@@ -35,8 +35,16 @@ type Bus struct {
 	Prefix          string `mapstructure:"prefix"`
 	Replicas        int    `mapstructure:"replicas"`
 	// Insecure turns credentials off on the embedded server's listeners.
-	Insecure bool `mapstructure:"insecure"`
-	TLS      TLS  `mapstructure:"tls"`
+	Insecure  bool      `mapstructure:"insecure"`
+	TLS       TLS       `mapstructure:"tls"`
+	Retention Retention `mapstructure:"retention"`
+}
+
+// Retention bounds the stored chats, task results, goal events and
+// records.
+type Retention struct {
+	MaxAge   time.Duration `mapstructure:"max_age"`
+	MaxBytes int64         `mapstructure:"max_bytes"`
 }
 
 // TLS names the certificate files of the listeners, and the CA clients
@@ -167,6 +175,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Bus.Prefix == "" || strings.ContainsAny(c.Bus.Prefix, " *>") || strings.HasPrefix(c.Bus.Prefix, ".") || strings.HasSuffix(c.Bus.Prefix, ".") {
 		bad("bus.prefix", "%q must be dot-separated tokens of letters, digits, _ or -", c.Bus.Prefix)
+	}
+	if r := c.Bus.Retention; r.MaxAge < 0 || r.MaxBytes < 0 {
+		bad("bus.retention", "max_age and max_bytes must not be negative (0 means no limit)")
+	} else if r.MaxAge > 0 && r.MaxAge <= c.Limits.GoalTimeout {
+		bad("bus.retention.max_age", "%v must be longer than limits.goal_timeout (%v): a running goal's chat would expire", r.MaxAge, c.Limits.GoalTimeout)
 	}
 	if (c.Bus.TLS.CertFile == "") != (c.Bus.TLS.KeyFile == "") {
 		bad("bus.tls", "cert_file and key_file go together")

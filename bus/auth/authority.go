@@ -230,6 +230,12 @@ func (a *Authority) ServerConfig() string {
 	return b.String()
 }
 
+// WriteServerConfig writes ServerConfig to ServerConfigFile in the
+// authority's directory.
+func (a *Authority) WriteServerConfig() error {
+	return writeFileAtomic(filepath.Join(a.dir, ServerConfigFile), []byte(a.ServerConfig()), 0o644)
+}
+
 func (a *Authority) absDir() string {
 	if d, err := filepath.Abs(a.dir); err == nil {
 		return d

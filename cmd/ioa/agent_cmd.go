@@ -126,6 +126,11 @@ It works offline, from the data dir; keep the file as secret as a password.`,
 			if err := a.WriteCreds(out, auth.Identity{Name: name, Role: r}, cfg.Bus.Prefix); err != nil {
 				return err
 			}
+			// For an external server: the fragment that makes it trust
+			// this operator.
+			if err := a.WriteServerConfig(); err != nil {
+				return err
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s %q of the operator in %s\n", out, r, name, a.Dir())
 			if r != auth.Admin {
 				fmt.Fprintf(cmd.OutOrStdout(), "its replies arrive under %s (nats CLI: --inbox-prefix %s)\n", auth.InboxPrefix(name), auth.InboxPrefix(name))

@@ -55,6 +55,7 @@ func busConfig(c *configs.Config) bus.Config {
 		WebsocketListen: c.Bus.WebsocketListen,
 		Prefix:          c.Bus.Prefix,
 		Replicas:        c.Bus.Replicas,
+		Retention:       bus.Retention{MaxAge: c.Bus.Retention.MaxAge, MaxBytes: c.Bus.Retention.MaxBytes},
 		MaxMessageBytes: c.Limits.MaxMessageBytes,
 	}
 }
