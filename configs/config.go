@@ -19,6 +19,7 @@ type Config struct {
 	Orchestrator Orchestrator `mapstructure:"orchestrator"`
 	LLM          LLM          `mapstructure:"llm"`
 	Log          Log          `mapstructure:"log"`
+	A2A          A2A          `mapstructure:"a2a"`
 	Agents       []Agent      `mapstructure:"agents"`
 	// File is the configuration file that was read, if any.
 	File string `mapstructure:"-"`
@@ -124,6 +125,21 @@ func (l LLM) Configured() bool {
 	return l.BaseURL != "" || (l.Provider == "anthropic" && l.APIKey != "")
 }
 
+// A2A configures the A2A front door of ioa serve (interop/a2a).
+type A2A struct {
+	// Listen is the HTTP address of the agent cards and the JSON-RPC
+	// endpoints, host:port; empty turns the front door off.
+	Listen string `mapstructure:"listen"`
+	// PublicURL is the base URL the cards advertise (default
+	// http://<listen>).
+	PublicURL string `mapstructure:"public_url"`
+	// TokenFile holds the bearer token callers must present (default
+	// <data_dir>/creds/a2a.token, created on first start).
+	TokenFile string `mapstructure:"token_file"`
+	// As is the client identity goals from A2A are submitted for.
+	As string `mapstructure:"as"`
+}
+
 // Log configures logging.
 type Log struct {
 	Level  string `mapstructure:"level"`  // debug, info, warn, error
@@ -146,11 +162,15 @@ type Agent struct {
 
 // Worker says how an agent does its tasks.
 type Worker struct {
-	Kind      string        `mapstructure:"kind"`    // builtin, exec, http, llm
+	Kind      string        `mapstructure:"kind"`    // builtin, exec, http, llm, mcp, a2a
 	Builtin   string        `mapstructure:"builtin"` // name of a built-in Go worker
-	Command   []string      `mapstructure:"command"` // exec: program and arguments, no shell
+	Command   []string      `mapstructure:"command"` // exec, mcp (stdio): program and arguments, no shell
 	Dir       string        `mapstructure:"dir"`
-	URL       string        `mapstructure:"url"` // http
+	URL       string        `mapstructure:"url"` // http; mcp (streamable HTTP); a2a (the agent card or base URL)
+	// Token is sent as Authorization: Bearer to an mcp url or an a2a agent.
+	Token string `mapstructure:"token"`
+	// Tools limits an mcp worker to these tools of its server.
+	Tools []string `mapstructure:"tools"`
 	Timeout   time.Duration `mapstructure:"timeout"`
 	MaxOutput int           `mapstructure:"max_output"`
 }
@@ -263,8 +283,8 @@ func (c *Config) Validate() error {
 			bad(key+".name", "%q is used twice", a.Name)
 		}
 		names[a.Name] = true
-		if a.Description == "" {
-			bad(key+".description", "is required")
+		if a.Description == "" && a.Worker.Kind != "mcp" && a.Worker.Kind != "a2a" {
+			bad(key+".description", "is required (mcp and a2a workers may leave it to the server's tools or card)")
 		}
 		switch a.Policy {
 		case "", "rules":
@@ -292,16 +312,38 @@ func (c *Config) Validate() error {
 			if !c.LLM.Configured() {
 				bad(key+".worker", "an llm worker needs llm.base_url (IOA_LLM_BASE_URL)")
 			}
+		case "mcp":
+			if (len(a.Worker.Command) == 0) == (a.Worker.URL == "") {
+				bad(key+".worker", "an mcp worker needs exactly one of command (a stdio server) or url (streamable HTTP)")
+			} else if a.Worker.URL != "" && !isHTTP(a.Worker.URL) {
+				bad(key+".worker.url", "%q is not an http(s) URL", a.Worker.URL)
+			}
+		case "a2a":
+			if !isHTTP(a.Worker.URL) {
+				bad(key+".worker.url", "%q is not an http(s) URL (the agent's card or base URL)", a.Worker.URL)
+			}
 		case "":
-			bad(key+".worker.kind", "is required (builtin, exec, http or llm)")
+			bad(key+".worker.kind", "is required (builtin, exec, http, llm, mcp or a2a)")
 		default:
-			bad(key+".worker.kind", "%q is not builtin, exec, http or llm", a.Worker.Kind)
+			bad(key+".worker.kind", "%q is not builtin, exec, http, llm, mcp or a2a", a.Worker.Kind)
 		}
+	}
+	if l := c.A2A.Listen; l != "" {
+		if _, _, err := net.SplitHostPort(l); err != nil {
+			bad("a2a.listen", "%q is not host:port", l)
+		}
+	}
+	if u := c.A2A.PublicURL; u != "" && !isHTTP(u) {
+		bad("a2a.public_url", "%q is not an http(s) URL", u)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid configuration%s:\n  %w", fileSuffix(c.File), joinLines(errs))
 	}
 	return nil
+}
+
+func isHTTP(u string) bool {
+	return strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://")
 }
 
 func fileSuffix(f string) string {

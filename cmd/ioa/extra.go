@@ -51,7 +51,7 @@ func extraWorker(cfg *configs.Config, a configs.Agent) (agentkit.Worker, error) 
 		}
 		return worker.NewLLM(m, protocol.AgentCard{Name: a.Name, Description: a.Description, Capabilities: a.Capabilities}), nil
 	}
-	return nil, fmt.Errorf("worker kind %q is not builtin, exec, http or llm", a.Worker.Kind)
+	return nil, fmt.Errorf("worker kind %q is not builtin, exec, http, llm, mcp or a2a", a.Worker.Kind)
 }
 
 // extraPolicy builds the model-driven policy.

@@ -22,6 +22,7 @@ agent card.`,
 		Example: `  ioa serve
   ioa serve --listen 0.0.0.0:4222 --data-dir /var/lib/ioa
   ioa serve --nats-url nats://nats1:4222,nats://nats2:4222
+  ioa serve --a2a 127.0.0.1:8080       # and the A2A front door
   IOA_CONFIG=configs/demo.yaml ioa serve`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -34,6 +35,7 @@ agent card.`,
 	}
 	configs.AddFlags(cmd.Flags())
 	cmd.Flags().Bool("insecure", false, "accept connections without credentials (development only) [$IOA_INSECURE]")
+	cmd.Flags().String("a2a", "", "serve the A2A front door (agent cards, goals as A2A tasks) on this host:port, e.g. 127.0.0.1:8080 [$IOA_A2A_LISTEN]")
 	return cmd
 }
 
@@ -62,7 +64,7 @@ func busConfig(c *configs.Config) bus.Config {
 
 func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	log := newLogger(cfg)
-	st, err := startStack(ctx, cfg, stackOptions{services: true}, log)
+	st, err := startStack(ctx, cfg, stackOptions{services: true, a2a: true}, log)
 	if err != nil {
 		return err
 	}
@@ -92,6 +94,14 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	p := b.Subjects().Prefix()
 	fmt.Fprintf(out, "submit a goal:  nats req %s.goal.submit 'your goal'   (or: ioa goal 'your goal')\n", p)
 	fmt.Fprintf(out, "follow chats:   nats sub '%s.chat.>'\n", p)
+	if f := st.a2a; f != nil {
+		fmt.Fprintf(out, "A2A:            %s%s (goals submitted as %q)\n", f.base, "/.well-known/agent-card.json", cfg.A2A.As)
+		if f.tokenFile != "" {
+			fmt.Fprintf(out, "  bearer token in %s:  curl -H \"Authorization: Bearer $(cat %s)\" %s/a2a ...\n", f.tokenFile, absPath(f.tokenFile), f.base)
+		} else {
+			fmt.Fprintf(out, "WARNING: insecure mode: the A2A endpoints take goals from anyone who reaches %s\n", f.base)
+		}
+	}
 	<-ctx.Done()
 	fmt.Fprintln(out, "shutting down")
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/configs"
+	"github.com/ioa-nats/ioa/interop"
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/ioa-nats/ioa/registry"
 	"github.com/ioa-nats/ioa/registry/search"
@@ -29,12 +30,18 @@ type stack struct {
 	cancel context.CancelFunc
 	agents chan error // the agent runtime's result
 	log    *slog.Logger
+	// closers end the agents' outside sessions (MCP servers, A2A clients)
+	// once the agents have stopped.
+	closers []func() error
+	// a2a is the A2A front door, when serve runs one.
+	a2a *a2aFrontDoor
 }
 
 // stackOptions choose the parts a command runs.
 type stackOptions struct {
 	services bool // registry and orchestrator (serve, demo); agent run needs neither
 	sandbox  string
+	a2a      bool // the A2A front door, when cfg.A2A.Listen is set (serve)
 }
 
 // startStack starts the parts in dependency order and stops what it started
@@ -85,7 +92,8 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 			return nil, err
 		}
 	}
-	agents, err := buildAgents(cfg, opt.sandbox)
+	agents, closers, err := buildAgents(ctx, cfg, opt.sandbox, log)
+	s.closers = closers
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +119,11 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 	}
 	if len(agents) > 0 {
 		if err := s.runAgents(cfg, agents); err != nil {
+			return nil, err
+		}
+	}
+	if opt.a2a && cfg.A2A.Listen != "" {
+		if s.a2a, err = startA2A(cfg, s.bus, log); err != nil {
 			return nil, err
 		}
 	}
@@ -181,6 +194,14 @@ func (s *stack) shutdown() {
 		case <-ctx.Done():
 		}
 	}
+	if s.a2a != nil {
+		s.a2a.shutdown(ctx)
+	}
+	for _, c := range s.closers {
+		if err := c(); err != nil {
+			s.log.Debug("closing an agent's session", "err", err)
+		}
+	}
 	if s.orch != nil {
 		_ = s.orch.Shutdown(ctx)
 	}
@@ -204,31 +225,43 @@ func embedder(e configs.Embedder) (search.Embedder, error) {
 	return nil, fmt.Errorf("registry.embedder.kind %q is not local, openai or ollama", e.Kind)
 }
 
-// buildAgents turns the configured agents into agentkit agents.
-func buildAgents(cfg *configs.Config, sandbox string) ([]agentkit.Agent, error) {
-	var out []agentkit.Agent
+// buildAgents turns the configured agents into agentkit agents. Agents
+// whose workers speak MCP or A2A reach their servers here, to complete
+// their cards; closers end those sessions (also when it fails).
+func buildAgents(ctx context.Context, cfg *configs.Config, sandbox string, log *slog.Logger) (out []agentkit.Agent, closers []func() error, err error) {
 	for _, a := range cfg.Agents {
-		w, err := workerFor(cfg, a, sandbox)
-		if err != nil {
-			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
-		}
 		p, err := policyFor(cfg, a.Policy)
 		if err != nil {
-			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
+			return nil, closers, fmt.Errorf("agent %s: %w", a.Name, err)
 		}
 		typ := a.Type
 		if typ == "" {
 			typ = protocol.TypeTool
 		}
-		out = append(out, agentkit.Agent{
-			Card: protocol.AgentCard{
-				Name: a.Name, Description: a.Description, Capabilities: a.Capabilities, Type: typ,
-				Tags: a.Tags, NestedTeams: a.NestedTeams, MaxConcurrency: a.MaxConcurrency, Metadata: a.Metadata,
-			},
-			Worker: w, Policy: p,
-		})
+		card := protocol.AgentCard{
+			Name: a.Name, Description: a.Description, Capabilities: a.Capabilities, Type: typ,
+			Tags: a.Tags, NestedTeams: a.NestedTeams, MaxConcurrency: a.MaxConcurrency, Metadata: a.Metadata,
+		}
+		var w agentkit.Worker
+		if interop.Handles(a.Worker.Kind) {
+			o := interop.Options{Logger: log}
+			if a.Policy == "llm" {
+				if o.Model, err = modelFor(cfg.LLM, log); err != nil {
+					return nil, closers, fmt.Errorf("agent %s: %w", a.Name, err)
+				}
+			}
+			built, err := interop.Build(ctx, a, card, o)
+			if err != nil {
+				return nil, closers, fmt.Errorf("agent %s: %w", a.Name, err)
+			}
+			closers = append(closers, built.Close)
+			w, card = built.Worker, built.Card
+		} else if w, err = workerFor(cfg, a, sandbox); err != nil {
+			return nil, closers, fmt.Errorf("agent %s: %w", a.Name, err)
+		}
+		out = append(out, agentkit.Agent{Card: card, Worker: w, Policy: p})
 	}
-	return out, nil
+	return out, closers, nil
 }
 
 func workerFor(cfg *configs.Config, a configs.Agent, sandbox string) (agentkit.Worker, error) {
