@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -69,9 +68,4 @@ func (readCloser) Close() error { return nil }
 
 type writeCloser struct{ io.Writer }
 
-func (w writeCloser) Close() error {
-	if f, ok := w.Writer.(*os.File); ok {
-		return f.Sync()
-	}
-	return nil
-}
+func (writeCloser) Close() error { return nil }

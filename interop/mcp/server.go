@@ -63,6 +63,54 @@ type AgentOut struct {
 	Score        float64  `json:"score,omitempty"`
 }
 
+// GoalOut is a goal's result as the tools return it.
+type GoalOut struct {
+	GoalID     string `json:"goal_id"`
+	Status     string `json:"status"`
+	Conclusion string `json:"conclusion"`
+	Reason     string `json:"reason,omitempty"`
+	CommID     string `json:"comm_id,omitempty"`
+	Turns      int    `json:"turns"`
+	Elapsed    string `json:"elapsed"`
+}
+
+func goalOut(r protocol.GoalResult) GoalOut {
+	return GoalOut{r.GoalID, r.Status, r.Conclusion, r.Reason, r.CommID, r.Turns, r.Elapsed.D().String()}
+}
+
+// StatusOut is a goal's record as the tools return it.
+type StatusOut struct {
+	GoalID    string   `json:"goal_id"`
+	Status    string   `json:"status"`
+	Goal      string   `json:"goal"`
+	Submitter string   `json:"submitter,omitempty"`
+	Team      []string `json:"team"`
+	CommID    string   `json:"comm_id,omitempty"`
+	Children  []string `json:"children"`
+	CreatedAt string   `json:"created_at"`
+	Result    *GoalOut `json:"result,omitempty"`
+}
+
+func statusOut(st protocol.GoalStatus) StatusOut {
+	out := StatusOut{
+		GoalID: st.GoalID, Status: st.Status, Goal: st.Goal, Submitter: st.Submitter,
+		Team: nonNil(st.Team), CommID: st.CommID, Children: nonNil(st.Children),
+		CreatedAt: st.CreatedAt.UTC().Format(time.RFC3339Nano),
+	}
+	if st.Result != nil {
+		r := goalOut(*st.Result)
+		out.Result = &r
+	}
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
 // NewServer returns an MCP server whose tools reach the ioa on nc:
 // submit_goal (submit and wait for the result), goal_status, cancel_goal,
 // search_agents and list_agents. Run it with Server.Run on a transport,
@@ -81,17 +129,17 @@ func NewServer(nc *nats.Conn, subj bus.Subjects, o ServerOptions) *sdk.Server {
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "submit_goal",
 		Description: "Hand a goal to a team of ioa agents and wait for its result: the registry finds the agents, they discuss, split the work into tasks and conclude.",
-	}, func(ctx context.Context, _ *sdk.CallToolRequest, a SubmitArgs) (*sdk.CallToolResult, protocol.GoalResult, error) {
+	}, func(ctx context.Context, _ *sdk.CallToolRequest, a SubmitArgs) (*sdk.CallToolResult, GoalOut, error) {
 		goal := strings.TrimSpace(a.Goal)
 		if goal == "" {
-			return nil, protocol.GoalResult{}, fmt.Errorf("goal is required")
+			return nil, GoalOut{}, fmt.Errorf("goal is required")
 		}
 		req := protocol.GoalRequest{Goal: goal, Team: a.Team}
 		wait := o.MaxWait
 		if a.Timeout != "" {
 			d, err := time.ParseDuration(a.Timeout)
 			if err != nil || d <= 0 {
-				return nil, protocol.GoalResult{}, fmt.Errorf("timeout %q is not a positive duration such as 2m", a.Timeout)
+				return nil, GoalOut{}, fmt.Errorf("timeout %q is not a positive duration such as 2m", a.Timeout)
 			}
 			req.Timeout = protocol.Duration(d)
 			wait = min(wait, d+30*time.Second)
@@ -100,7 +148,7 @@ func NewServer(nc *nats.Conn, subj bus.Subjects, o ServerOptions) *sdk.Server {
 		defer cancel()
 		res, err := c.SubmitWait(ctx, req)
 		if err != nil {
-			return nil, protocol.GoalResult{}, fmt.Errorf("submit: %w", err)
+			return nil, GoalOut{}, fmt.Errorf("submit: %w", err)
 		}
 		text := fmt.Sprintf("goal %s %s after %d turns:\n%s", res.GoalID, res.Status, res.Turns, res.Conclusion)
 		if res.Reason != "" {
@@ -109,27 +157,33 @@ func NewServer(nc *nats.Conn, subj bus.Subjects, o ServerOptions) *sdk.Server {
 		return &sdk.CallToolResult{
 			Content: []sdk.Content{&sdk.TextContent{Text: text}},
 			IsError: res.Status != protocol.GoalConcluded,
-		}, res, nil
+		}, goalOut(res), nil
 	})
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "goal_status",
 		Description: "The status of a goal submitted earlier: accepted, forming, running, concluded, failed, cancelled or timed_out, its team and, once it has ended, its result.",
-	}, func(ctx context.Context, _ *sdk.CallToolRequest, a GoalIDArgs) (*sdk.CallToolResult, protocol.GoalStatus, error) {
+	}, func(ctx context.Context, _ *sdk.CallToolRequest, a GoalIDArgs) (*sdk.CallToolResult, StatusOut, error) {
 		if a.GoalID == "" {
-			return nil, protocol.GoalStatus{}, fmt.Errorf("goal_id is required")
+			return nil, StatusOut{}, fmt.Errorf("goal_id is required")
 		}
 		st, err := c.Get(ctx, a.GoalID)
-		return nil, st, err
+		if err != nil {
+			return nil, StatusOut{}, err
+		}
+		return nil, statusOut(st), nil
 	})
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "cancel_goal",
 		Description: "Cancel a running goal (and its nested goals).",
-	}, func(ctx context.Context, _ *sdk.CallToolRequest, a GoalIDArgs) (*sdk.CallToolResult, protocol.GoalStatus, error) {
+	}, func(ctx context.Context, _ *sdk.CallToolRequest, a GoalIDArgs) (*sdk.CallToolResult, StatusOut, error) {
 		if a.GoalID == "" {
-			return nil, protocol.GoalStatus{}, fmt.Errorf("goal_id is required")
+			return nil, StatusOut{}, fmt.Errorf("goal_id is required")
 		}
 		st, err := c.Cancel(ctx, a.GoalID)
-		return nil, st, err
+		if err != nil {
+			return nil, StatusOut{}, err
+		}
+		return nil, statusOut(st), nil
 	})
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "search_agents",
