@@ -335,7 +335,9 @@ type Model struct {
 var _ agentkit.UsageMeter = (*Model)(nil)
 
 // TakeUsage implements agentkit.UsageMeter.
-func (m *Model) TakeUsage(agent, goalID string) protocol.Usage { return m.meter.TakeUsage(agent, goalID) }
+func (m *Model) TakeUsage(agent, goalID string) protocol.Usage {
+	return m.meter.TakeUsage(agent, goalID)
+}
 
 // Choose asks the model for the call.
 func (m *Model) Choose(ctx context.Context, t agentkit.Task, tools []*sdk.Tool) (Call, error) {

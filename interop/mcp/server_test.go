@@ -12,8 +12,8 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/bus/auth"
-	"github.com/ioa-nats/ioa/interop/mcp"
 	"github.com/ioa-nats/ioa/internal/stacktest"
+	"github.com/ioa-nats/ioa/interop/mcp"
 )
 
 func doubler() agentkit.Agent {

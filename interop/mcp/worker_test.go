@@ -17,9 +17,9 @@ import (
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
+	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/interop/internal/nodetest"
 	"github.com/ioa-nats/ioa/interop/mcp"
-	"github.com/ioa-nats/ioa/internal/stacktest"
 )
 
 type echoArgs struct {

@@ -5,10 +5,15 @@
 package nodetest
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -39,4 +44,52 @@ func Require(t testing.TB) (node, dir string) {
 		}
 	}
 	return node, dir
+}
+
+// Start runs a script of interop/node with node until the test ends, and
+// returns the port it printed ("listening <port>" on its first line).
+func Start(t testing.TB, node, dir, script string, env ...string) int {
+	t.Helper()
+	cmd := exec.Command(node, filepath.Join(dir, script))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &syncWriter{w: &stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", script, err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close() // the script exits when its stdin ends
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", script, stderr.String())
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	var port int
+	if _, perr := fmt.Sscanf(line, "listening %d", &port); err != nil || perr != nil {
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s did not start (%q, %v): %s", script, line, err, stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return port
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
