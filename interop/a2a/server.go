@@ -467,10 +467,15 @@ func (e *executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 	})
 	switch {
 	case werr != nil:
-		return werr
+		// The task ended already (cancelled through tasks/cancel) or its
+		// queue is gone: nothing more to tell.
+		s.log.Debug("a2a task not updated", "goal_id", goalID, "err", werr)
+		return nil
 	case err != nil && s.ctx.Err() != nil:
 		// ioa serve is stopping; the goal goes on without this follower.
 		status(a2a.TaskStateFailed, "the A2A front door stopped; the goal "+goalID+" goes on in ioa", true)
+		return nil
+	case err != nil && ctx.Err() != nil:
 		return nil
 	case err != nil:
 		status(a2a.TaskStateFailed, "lost the goal's events: "+err.Error(), true)
@@ -484,8 +489,9 @@ func (e *executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 		art.Artifact.Name = "conclusion"
 		art.Artifact.Metadata = map[string]any{MetaGoalID: goalID, "turns": res.Turns}
 		art.LastChunk = true
-		if err := q.Write(ctx, art); err != nil {
-			return err
+		if err := q.Write(fctx, art); err != nil {
+			s.log.Debug("a2a task not updated", "goal_id", goalID, "err", err)
+			return nil
 		}
 		status(a2a.TaskStateCompleted, res.Conclusion, true)
 	case protocol.GoalCancelled:
@@ -500,7 +506,7 @@ func (e *executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 		}
 		status(a2a.TaskStateFailed, text, true)
 	}
-	return werr
+	return nil
 }
 
 // Cancel cancels the goal of the task.
