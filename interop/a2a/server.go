@@ -337,17 +337,35 @@ func (s *Server) handlerFor(name string) http.Handler {
 	defer s.mu.Unlock()
 	h, ok := s.handlers[name]
 	if !ok {
-		exec := &executor{s: s, agent: name}
-		h = a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec, a2asrv.WithLogger(s.log)))
+		exec := &executor{s: s, agent: name, running: map[a2a.TaskID]bool{}}
+		h = a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec, a2asrv.WithLogger(s.log), a2asrv.WithCallInterceptor(errorLog{s.log})))
 		s.handlers[name] = h
 	}
 	return h
+}
+
+// errorLog logs the errors the JSON-RPC methods answer with, which the
+// binding reduces to a code and a short message.
+type errorLog struct{ log *slog.Logger }
+
+func (errorLog) Before(ctx context.Context, _ *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, error) {
+	return ctx, nil
+}
+
+func (l errorLog) After(_ context.Context, cc *a2asrv.CallContext, resp *a2asrv.Response) error {
+	if resp.Err != nil {
+		l.log.Warn("a2a call failed", "method", cc.Method(), "err", resp.Err)
+	}
+	return nil
 }
 
 // executor runs each A2A task as an ioa goal.
 type executor struct {
 	s     *Server
 	agent string // "" for the front door
+
+	mu      sync.Mutex
+	running map[a2a.TaskID]bool // tasks whose goal Execute follows
 }
 
 var _ a2asrv.AgentExecutor = (*executor)(nil)
@@ -416,6 +434,15 @@ func (e *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		return q.Write(ctx, task)
 	}
 	task.Metadata = map[string]any{MetaGoalID: reply.GoalID}
+	// From the task's first event on, a tasks/cancel finds it running.
+	e.mu.Lock()
+	e.running[rc.TaskID] = true
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.running, rc.TaskID)
+		e.mu.Unlock()
+	}()
 	if err := q.Write(ctx, task); err != nil {
 		return err
 	}
@@ -509,8 +536,13 @@ func (e *executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 	return nil
 }
 
-// Cancel cancels the goal of the task.
+// Cancel cancels the goal of the task. While Execute follows the goal, it
+// sees the goal end as cancelled and ends the task so; a final event from
+// here too would race with its updates.
 func (e *executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	e.mu.Lock()
+	following := e.running[rc.TaskID]
+	e.mu.Unlock()
 	var goalID string
 	if rc.StoredTask != nil {
 		goalID, _ = rc.StoredTask.Metadata[MetaGoalID].(string)
@@ -522,6 +554,9 @@ func (e *executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		if err != nil {
 			return fmt.Errorf("cancel goal %s: %w", goalID, err)
 		}
+	}
+	if following {
+		return nil
 	}
 	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, agentText(rc, "cancelled by request"))
 	ev.Final = true

@@ -174,18 +174,27 @@ func TestFrontDoorCardsAndGoals(t *testing.T) {
 		t.Errorf("agent's goal: %+v", task.Status)
 	}
 
-	// Cancelling the task cancels the goal.
+	// Cancelling the task cancels the goal; the stream ends with it.
 	bc, _ := goClient(t, base, "/agents/blocker/.well-known/agent-card.json")
-	blocking := false
-	res, err = bc.SendMessage(t.Context(), &sdk.MessageSendParams{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "Wait forever."}), Config: &sdk.MessageSendConfig{Blocking: &blocking}})
-	if err != nil {
-		t.Fatal(err)
+	var bgoal string
+	var last sdk.TaskState
+	for ev, err := range bc.SendStreamingMessage(t.Context(), userMessage("Wait forever.")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev := ev.(type) {
+		case *sdk.Task:
+			bgoal, _ = ev.Metadata[a2a.MetaGoalID].(string)
+			ct, err := bc.CancelTask(t.Context(), &sdk.TaskIDParams{ID: ev.ID})
+			if err != nil || ct.Status.State != sdk.TaskStateCanceled {
+				t.Fatalf("tasks/cancel: %+v %v", ct, err)
+			}
+		case *sdk.TaskStatusUpdateEvent:
+			last = ev.Status.State
+		}
 	}
-	bt := res.(*sdk.Task)
-	bgoal, _ := bt.Metadata[a2a.MetaGoalID].(string)
-	ct, err := bc.CancelTask(t.Context(), &sdk.TaskIDParams{ID: bt.ID})
-	if err != nil || ct.Status.State != sdk.TaskStateCanceled {
-		t.Fatalf("tasks/cancel: %+v %v", ct, err)
+	if last != sdk.TaskStateCanceled {
+		t.Errorf("the stream ended in %s", last)
 	}
 	if err := s.Request(t, s.Bus.Subjects().Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: bgoal}, &st); err != nil || st.Status != protocol.GoalCancelled {
 		t.Errorf("goal %s after tasks/cancel: %s, %v", bgoal, st.Status, err)
