@@ -61,7 +61,9 @@ const server = app.listen(Number(process.env.PORT || 0), '127.0.0.1', () => {
       } else if (/question/i.test(input)) {
         bus.publish(status(taskId, contextId, TaskState.TASK_STATE_INPUT_REQUIRED, 'Which language should I shout in?'));
       } else {
-        const line = input.split('\n')[0].replace(/^shout\s+/i, '');
+        // With results of earlier tasks (as ioa sends them), shout the last.
+        const earlier = input.split('\n').filter((l) => l.startsWith('- ')).pop();
+        const line = earlier ? earlier.slice(earlier.indexOf('): ') + 3) : input.split('\n')[0].replace(/^shout\s+/i, '');
         bus.publish(AgentEvent.artifactUpdate({
           taskId, contextId, append: false, lastChunk: true, metadata: undefined,
           artifact: { artifactId: 'shout-1', name: 'shout', description: '', parts: [text(line.toUpperCase() + '!')], metadata: undefined, extensions: [] },

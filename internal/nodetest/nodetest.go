@@ -20,7 +20,7 @@ import (
 // Dir is interop/node, the folder of package.json and node_modules.
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "node")
+	return filepath.Join(filepath.Dir(file), "..", "..", "interop", "node")
 }
 
 // Require returns the node program and interop/node with its packages
