@@ -34,9 +34,10 @@ lint:
 bench: ## the performance table (see README)
 	$(GO) run ./cmd/ioa bench
 
-tools: ## the nats CLI, used by the CLI examples' tests
+tools: ## the nats CLI (CLI examples' tests); the npm packages of the interop tests
 	@command -v nats >/dev/null 2>&1 || [ -x "$$($(GO) env GOPATH)/bin/nats" ] || \
 		(echo "installing the nats CLI"; $(GO) install github.com/nats-io/natscli/nats@v0.5.0)
+	@./scripts/node-deps.sh
 
 clean:
 	rm -rf bin data

@@ -4,10 +4,14 @@
 // "refuse" fails the task; one with "question" asks for input. With
 // A2A_TOKEN set, calls must carry Authorization: Bearer <token>.
 // It prints "listening <port>" once it serves.
+import { webcrypto } from 'node:crypto';
 import express from 'express';
 import { Role, TaskState } from '@a2a-js/sdk';
 import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+
+// Node 18 (Debian 12's) has no global crypto, which the SDK uses.
+if (!globalThis.crypto) globalThis.crypto = webcrypto;
 
 const token = process.env.A2A_TOKEN || '';
 const app = express();

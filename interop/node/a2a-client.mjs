@@ -3,8 +3,12 @@
 // streamed message (Authorization: Bearer TOKEN), prints one JSON line per
 // event, then reads the task back with getTask and prints it. Usage:
 //   node a2a-client.mjs BASE_URL TOKEN GOAL
+import { webcrypto } from 'node:crypto';
 import { Role, TaskState } from '@a2a-js/sdk';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+
+// Node 18 (Debian 12's) has no global crypto, which the SDK uses.
+if (!globalThis.crypto) globalThis.crypto = webcrypto;
 
 const [base, token, goal] = process.argv.slice(2);
 const authFetch = (input, init = {}) => {
