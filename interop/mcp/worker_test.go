@@ -17,8 +17,8 @@ import (
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
-	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/internal/nodetest"
+	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/interop/mcp"
 )
 
