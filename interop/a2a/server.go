@@ -344,11 +344,19 @@ func (s *Server) handlerFor(name string) http.Handler {
 	return h
 }
 
-// errorLog logs the errors the JSON-RPC methods answer with, which the
-// binding reduces to a code and a short message.
+// errorLog refuses follow-up messages to a task and logs the errors the
+// JSON-RPC methods answer with (the binding reduces them to a code and a
+// short message).
 type errorLog struct{ log *slog.Logger }
 
-func (errorLog) Before(ctx context.Context, _ *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, error) {
+// errFollowUp answers a message that names a task: an ioa goal takes no
+// more input once submitted.
+var errFollowUp = fmt.Errorf("%w: an ioa goal takes no more input once submitted; send a new message (without taskId) for a new goal", a2a.ErrUnsupportedOperation)
+
+func (errorLog) Before(ctx context.Context, _ *a2asrv.CallContext, req *a2asrv.Request) (context.Context, error) {
+	if p, ok := req.Payload.(*a2a.MessageSendParams); ok && p != nil && p.Message != nil && p.Message.TaskID != "" {
+		return ctx, errFollowUp
+	}
 	return ctx, nil
 }
 
@@ -410,11 +418,7 @@ func agentText(info a2a.TaskInfoProvider, text string) *a2a.Message {
 func (e *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
 	s := e.s
 	if rc.StoredTask != nil {
-		// A follow-up message to an existing task: ioa goals never ask
-		// their submitter for input, so there is nothing to continue.
-		ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateFailed, agentText(rc, "this task does not take more input: send a new message (without taskId) for a new goal"))
-		ev.Final = true
-		return q.Write(ctx, ev)
+		return errFollowUp // refused before it gets here (errorLog.Before)
 	}
 	goal := MessageText(rc.Message)
 	task := a2a.NewSubmittedTask(rc, rc.Message)

@@ -270,6 +270,11 @@ func TestFrontDoorWire(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d and error code %v", c.name, status, v, c.status, c.code)
 		}
 	}
+	// A follow-up message to a task is refused; the task goes on.
+	_, v = post(t, base+"/a2a", doorToken, `{"jsonrpc":"2.0","id":6,"method":"message/send","params":{"message":{"role":"user","taskId":"`+res["id"].(string)+`","parts":[{"kind":"text","text":"more"}],"messageId":"m6"}}}`)
+	if e, _ := v["error"].(map[string]any); e == nil || e["code"] != -32004.0 {
+		t.Errorf("follow-up message: %v", v)
+	}
 	// An empty message is rejected, not a goal.
 	_, v = post(t, base+"/a2a", doorToken, `{"jsonrpc":"2.0","id":5,"method":"message/send","params":{"message":{"role":"user","parts":[{"kind":"text","text":"  "}],"messageId":"m5"}}}`)
 	if res, _ := v["result"].(map[string]any); res == nil || res["status"].(map[string]any)["state"] != "rejected" {
