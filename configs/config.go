@@ -162,15 +162,15 @@ type Agent struct {
 
 // Worker says how an agent does its tasks.
 type Worker struct {
-	Kind      string        `mapstructure:"kind"`    // builtin, exec, http, llm, mcp, a2a
-	Builtin   string        `mapstructure:"builtin"` // name of a built-in Go worker
-	Command   []string      `mapstructure:"command"` // exec, mcp (stdio): program and arguments, no shell
-	Dir       string        `mapstructure:"dir"`
-	URL       string        `mapstructure:"url"` // http; mcp (streamable HTTP); a2a (the agent card or base URL)
+	Kind    string   `mapstructure:"kind"`    // builtin, exec, http, llm, mcp, a2a
+	Builtin string   `mapstructure:"builtin"` // name of a built-in Go worker
+	Command []string `mapstructure:"command"` // exec, mcp (stdio): program and arguments, no shell
+	Dir     string   `mapstructure:"dir"`
+	URL     string   `mapstructure:"url"` // http; mcp (streamable HTTP); a2a (the agent card or base URL)
 	// Token is sent as Authorization: Bearer to an mcp url or an a2a agent.
 	Token string `mapstructure:"token"`
 	// Tools limits an mcp worker to these tools of its server.
-	Tools []string `mapstructure:"tools"`
+	Tools     []string      `mapstructure:"tools"`
 	Timeout   time.Duration `mapstructure:"timeout"`
 	MaxOutput int           `mapstructure:"max_output"`
 }

@@ -24,9 +24,9 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/nodetest"
 	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/interop/a2a"
-	"github.com/ioa-nats/ioa/internal/nodetest"
 )
 
 const doorToken = "front-door-token-0123456789abcdef"

@@ -10,9 +10,9 @@ import (
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
+	"github.com/ioa-nats/ioa/internal/nodetest"
 	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/interop/a2a"
-	"github.com/ioa-nats/ioa/internal/nodetest"
 )
 
 const jsToken = "interop-test-token-0123456789"

@@ -102,3 +102,17 @@ func TestModelChoosesTheCall(t *testing.T) {
 		}
 	}
 }
+
+// Whatever a task says, the rules chooser answers a call of a listed tool
+// or an error, and never panics.
+func FuzzMatch(f *testing.F) {
+	for _, s := range []string{"Read the text file /srv/notes.txt.", `{"tool":"move_file","arguments":{"source":1}}`, "{", "fetch http://", "List ~/ and ../x and a.b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		call, err := mcp.Match{}.Choose(t.Context(), task(text), fsTools)
+		if err == nil && call.Arguments == nil {
+			t.Fatalf("%q: a call without arguments: %+v", text, call)
+		}
+	})
+}
