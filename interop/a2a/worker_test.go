@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -106,5 +110,39 @@ func TestDialWorkerErrors(t *testing.T) {
 		if _, err := a2a.DialWorker(t.Context(), a2a.WorkerConfig{URL: url}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", url, err, want)
 		}
+	}
+}
+
+// A remote that answers garbage, a JSON-RPC error, or nothing in time.
+func TestWorkerRemoteErrors(t *testing.T) {
+	var base string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{kind}/.well-known/agent-card.json", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"name":"remote","description":"d","url":"%s/%s/rpc","preferredTransport":"JSONRPC","protocolVersion":"0.3.0","version":"1","capabilities":{},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"skills":[]}`, base, r.PathValue("kind"))
+	})
+	mux.HandleFunc("POST /garbage/rpc", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "<html>oops") })
+	mux.HandleFunc("POST /error/rpc", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"jsonrpc":"2.0","id":"x","error":{"code":-32603,"message":"the model is down"}}`)
+	})
+	mux.HandleFunc("POST /hang/rpc", func(_ http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // so that the server notices the client going away
+		<-r.Context().Done()
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	base = srv.URL
+	for kind, want := range map[string]string{"garbage": "a2a remote: ", "error": "a2a remote: ", "hang": "timed out"} {
+		w, err := a2a.DialWorker(t.Context(), a2a.WorkerConfig{URL: base + "/" + kind, Timeout: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		_, err = w.Run(t.Context(), task("do it"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", kind, err, want)
+		}
+		if kind == "hang" && !errors.Is(err, a2a.ErrTimeout) {
+			t.Errorf("hang: %v is not ErrTimeout", err)
+		}
+		_ = w.Close()
 	}
 }
