@@ -85,7 +85,6 @@ type Server struct {
 
 	ctx    context.Context // ends the goal followers on Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 }
 
 // NewServer returns the front door.
@@ -129,11 +128,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Close stops following goals (the goals themselves go on).
-func (s *Server) Close() {
-	s.cancel()
-	s.wg.Wait()
-}
+// Close stops following goals: their tasks end as failed, saying that the
+// goals go on in ioa.
+func (s *Server) Close() { s.cancel() }
 
 const maxRequestBytes = 1 << 20
 
