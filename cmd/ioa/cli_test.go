@@ -175,13 +175,9 @@ func TestFollowGoalReturnsWhenContextEnds(t *testing.T) {
 	w := newCLIWorld(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	_, err := followGoal(ctx, w.b.Conn(), w.b.Subjects(), "g_never", &bytes.Buffer{}, renderOptions{Live: true})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context's", err)
-	}
-	if time.Since(start) > 3*time.Second {
-		t.Fatalf("took %v to notice the context", time.Since(start))
 	}
 }
 
@@ -303,14 +299,10 @@ func TestGoalCommandWithoutServer(t *testing.T) {
 	}
 	url := "nats://" + l.Addr().String()
 	l.Close()
-	start := time.Now()
 	_, _, err = runCLI(t, newGoalCmd(), "goal", "anything", "--nats-url", url)
 	want := `cannot reach NATS at ` + url + `: is "ioa serve" running? (or pass --nats-url)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant  %s", err, want)
-	}
-	if time.Since(start) > 5*time.Second {
-		t.Errorf("took %v to give up", time.Since(start))
 	}
 	_, _, err = runCLI(t, newAgentsCmd(), "agents", "ls", "--nats-url", url)
 	if err == nil || err.Error() != want {
