@@ -170,7 +170,10 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, befo
 			return st, err
 		}
 	}
-	if _, err := s.goals.Create(ctx, st.GoalID, bus.Encode(st)); err != nil {
+	data := bus.Encode(st)
+	if _, err := settle(ctx, func(ctx context.Context) (uint64, error) {
+		return s.goals.Create(ctx, st.GoalID, data)
+	}, kvStored(s.goals, st.GoalID, data)); err != nil {
 		return st, fmt.Errorf("orchestrator: record goal: %w", err)
 	}
 	s.event(protocol.GoalEvent{GoalID: st.GoalID, Kind: protocol.EventAccepted})
@@ -271,12 +274,13 @@ func (s *Service) getGoal(ctx context.Context, id string) (protocol.GoalStatus, 
 }
 
 // updateGoal applies fn to the goal's record with compare-and-set, retrying
-// on conflicts. fn returning errSkip leaves the record alone.
-// A read that fails as unavailable (a cluster electing the bucket's leader)
-// is retried too, with a growing pause, for about ten seconds in all.
+// on conflicts. fn returning errSkip leaves the record alone. A write whose
+// answer is lost is settled by reading the record back (settle); a read that
+// fails as unavailable (a cluster electing the bucket's leader) is retried
+// too, with a growing pause, for goalUpdateFor in all.
 func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.GoalStatus) error) (protocol.GoalStatus, error) {
-	pause := 10 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	pause, t0 := 10*time.Millisecond, time.Now()
+	for {
 		st, rev, err := s.getGoal(ctx, id)
 		if err != nil && !errors.Is(err, protocol.ErrUnavailable) {
 			return st, err
@@ -286,11 +290,14 @@ func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.G
 				return st, err
 			}
 			st.UpdatedAt = time.Now().UTC()
-			if _, err = s.goals.Update(ctx, id, bus.Encode(st), rev); err == nil {
+			data := bus.Encode(st)
+			if _, err = settle(ctx, func(ctx context.Context) (uint64, error) {
+				return s.goals.Update(ctx, id, data, rev)
+			}, kvStored(s.goals, id, data)); err == nil {
 				return st, nil
 			}
 		}
-		if attempt >= 25 || ctx.Err() != nil {
+		if time.Since(t0) > goalUpdateFor || ctx.Err() != nil {
 			return st, fmt.Errorf("update goal %s: %w", id, err)
 		}
 		select {
@@ -301,6 +308,10 @@ func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.G
 	}
 }
 
+// goalUpdateFor is how long updateGoal keeps trying: longer than a
+// cluster takes to elect a bucket's leader.
+const goalUpdateFor = 30 * time.Second
+
 // chatSum is what a goal's result takes from its chat.
 type chatSum struct {
 	Usage protocol.Usage
@@ -309,8 +320,9 @@ type chatSum struct {
 
 // finishGoal records how a goal ended, publishes its result (which answers
 // the submitters that wait), and ends its subtree. It does nothing for a
-// goal that has already ended.
-func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason string, sum *chatSum) {
+// goal that has already ended. It returns an error only when the goal's
+// record could not be written: the goal has not ended then.
+func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason string, sum *chatSum) error {
 	var usage protocol.Usage
 	var turns int
 	if sum != nil {
@@ -329,11 +341,12 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		}
 		return nil
 	})
-	if ended || err != nil {
-		if err != nil && !errors.Is(err, errSkip) {
-			s.log.Warn("finish goal", "goal", id, "err", err)
-		}
-		return
+	if ended || errors.Is(err, errSkip) {
+		return nil
+	}
+	if err != nil {
+		s.log.Warn("finish goal", "goal", id, "err", err)
+		return err
 	}
 	res := *st.Result
 	kind := map[string]string{
@@ -342,7 +355,7 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	}[status]
 	s.event(protocol.GoalEvent{GoalID: id, Kind: kind, CommID: st.CommID, Result: &res, Usage: &res.Usage})
 	if subject, err := s.subj.GoalResult(id); err == nil {
-		if _, err := s.js.Publish(ctx, subject, bus.Encode(res), jetstream.WithMsgID("result."+id)); err != nil {
+		if err := s.publishOnce(ctx, s.goalStream, subject, bus.Encode(res), "result."+id); err != nil {
 			s.log.Warn("publish goal result", "goal", id, "err", err)
 		}
 	}
@@ -355,6 +368,7 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	for _, child := range st.Children {
 		s.wg.Go(func() { s.cancelGoal(ctx, child, protocol.GoalCancelled, "parent goal "+id+" ended") })
 	}
+	return nil
 }
 
 // cancelGoal ends a goal and its subtree with status (cancelled or

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -81,9 +82,15 @@ type Service struct {
 	codec bus.Codec
 	log   *slog.Logger
 
-	goals  jetstream.KeyValue
-	chatKV jetstream.KeyValue
-	chats  jetstream.Stream
+	goals      jetstream.KeyValue
+	chatKV     jetstream.KeyValue
+	chats      jetstream.Stream
+	tasks      jetstream.Stream
+	goalStream jetstream.Stream
+
+	markKey      []byte              // signs the referee's log entries (mark.go)
+	foreignCount atomic.Uint64       // foreign log entries found
+	reported     map[uint64]struct{} // stream seqs of foreign entries reported, under mu
 
 	svc    micro.Service
 	shards []chan func()
@@ -100,6 +107,13 @@ type Service struct {
 	once   sync.Once
 }
 
+// RefereeStats is the data of the outbox endpoint's stats.
+type RefereeStats struct {
+	// ForeignLogEntries counts the chat log entries this instance found
+	// that the referee did not write (mark.go), and skipped.
+	ForeignLogEntries uint64 `json:"foreign_log_entries"`
+}
+
 // New prepares an orchestrator on b. Start serves it.
 func New(b *bus.Bus, cfg Config) (*Service, error) {
 	cfg = cfg.withDefaults()
@@ -108,7 +122,7 @@ func New(b *bus.Bus, cfg Config) (*Service, error) {
 	}
 	return &Service{
 		cfg: cfg, b: b, subj: b.Subjects(), codec: b.Codec(), log: cfg.Logger,
-		active: map[string]*chatRecord{}, ended: map[string]*chatRecord{},
+		active: map[string]*chatRecord{}, ended: map[string]*chatRecord{}, reported: map[uint64]struct{}{},
 		limits: newRateLimits(cfg.AgentRate, cfg.AgentBurst),
 	}, nil
 }
@@ -139,8 +153,16 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.chatKV, err = s.js.KeyValue(ctx, bus.BucketChats); err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketChats, err)
 	}
-	if s.chats, err = s.js.Stream(ctx, bus.StreamChats); err != nil {
-		return fmt.Errorf("orchestrator: stream %s: %w", bus.StreamChats, err)
+	for _, st := range []struct {
+		name string
+		to   *jetstream.Stream
+	}{{bus.StreamChats, &s.chats}, {bus.StreamTasks, &s.tasks}, {bus.StreamGoals, &s.goalStream}} {
+		if *st.to, err = s.js.Stream(ctx, st.name); err != nil {
+			return fmt.Errorf("orchestrator: stream %s: %w", st.name, err)
+		}
+	}
+	if err := s.loadMarkKey(ctx); err != nil {
+		return err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -186,6 +208,14 @@ func (s *Service) serve(ctx context.Context) error {
 		Version:     "1.0.0",
 		Description: "IoA goals, team-up and the chat referee",
 		QueueGroup:  "ioa-orchestrator",
+		// The referee's counters, in the stats of its outbox endpoint
+		// (`nats micro stats ioa-orchestrator`).
+		StatsHandler: func(e *micro.Endpoint) any {
+			if e.Name != "outbox" {
+				return nil
+			}
+			return RefereeStats{ForeignLogEntries: s.ForeignEntries()}
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("orchestrator: micro: %w", err)
