@@ -230,10 +230,13 @@ func (s *Service) appendLog(ctx context.Context, comm string, after, seq uint64,
 			if ours(raw) {
 				return raw.Sequence, true, nil
 			}
-			if _, why := s.verify(comm, raw); why == "" {
+			_, why := s.verify(comm, raw)
+			if why == "" {
 				return 0, false, nil // another instance's entry
-			} else {
-				s.foreign(comm, raw, why)
+			}
+			s.foreign(comm, raw, why)
+			if raw.Header.Get(jetstream.MsgIDHeader) == msgID {
+				msgID = fmt.Sprintf("%s.%d", entryMsgID(comm, seq), raw.Sequence)
 			}
 			stepped, from = raw.Sequence, raw.Sequence+1
 		}
