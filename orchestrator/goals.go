@@ -221,8 +221,14 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	backoff, start := 20*time.Millisecond, time.Now()
 	for {
 		var reply protocol.LaunchReply
-		err = bus.Request(lctx, s.nc, subject, req, &reply)
-		retry := errors.Is(err, protocol.ErrRateLimited) ||
+		actx, acancel := context.WithTimeout(lctx, launchAttempt)
+		err = bus.Request(actx, s.nc, subject, req, &reply)
+		acancel()
+		// An attempt that gets no answer at all is sent again: a request
+		// or its reply is lost when the launcher's or this connection
+		// moves to another server. Team-up is idempotent per goal.
+		lost := errors.Is(err, context.DeadlineExceeded) && lctx.Err() == nil
+		retry := errors.Is(err, protocol.ErrRateLimited) || lost ||
 			(errors.Is(err, bus.ErrNoResponders) && time.Since(start) < launcherGrace)
 		if err == nil || !retry || lctx.Err() != nil {
 			break
@@ -234,6 +240,10 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 		backoff = min(2*backoff, time.Second)
 	}
 	if err != nil {
+		// An earlier attempt whose answer was lost may have formed the team.
+		if g, _, gerr := s.getGoal(ctx, st.GoalID); gerr == nil && (g.CommID != "" || protocol.GoalEnded(g.Status)) {
+			return
+		}
 		reason := fmt.Sprintf("launcher %s could not form a team: %v", st.Launcher, err)
 		if errors.Is(err, bus.ErrNoResponders) {
 			reason = fmt.Sprintf("launcher %s is not running (no agent answers on %s)", st.Launcher, subject)
@@ -254,6 +264,10 @@ var errSkip = errors.New("skip")
 // for: long enough for an agent process to reconnect, short enough that a
 // misspelt launcher fails fast.
 const launcherGrace = 3 * time.Second
+
+// launchAttempt bounds one launch request within the launch timeout; a
+// team-up with its invitations (inviteTimeout) fits in it.
+const launchAttempt = 12 * time.Second
 
 func (s *Service) getGoal(ctx context.Context, id string) (protocol.GoalStatus, uint64, error) {
 	var st protocol.GoalStatus
