@@ -145,7 +145,7 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, befo
 	}
 	st.Deadline = now.Add(st.Timeout.D())
 	if p := req.Parent; p != nil {
-		parent, _, err := s.getGoal(ctx, p.GoalID)
+		parent, err := s.readGoal(ctx, p.GoalID)
 		if err != nil {
 			return st, err
 		}
@@ -241,7 +241,7 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	}
 	if err != nil {
 		// An earlier attempt whose answer was lost may have formed the team.
-		if g, _, gerr := s.getGoal(ctx, st.GoalID); gerr == nil && (g.CommID != "" || protocol.GoalEnded(g.Status)) {
+		if g, gerr := s.readGoal(ctx, st.GoalID); gerr == nil && (g.CommID != "" || protocol.GoalEnded(g.Status)) {
 			return
 		}
 		reason := fmt.Sprintf("launcher %s could not form a team: %v", st.Launcher, err)
@@ -253,7 +253,7 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	}
 	// A launcher that answers without having formed a team would leave the
 	// goal forming forever.
-	if g, _, err := s.getGoal(ctx, st.GoalID); err == nil && g.CommID == "" && !protocol.GoalEnded(g.Status) {
+	if g, err := s.readGoal(ctx, st.GoalID); err == nil && g.CommID == "" && !protocol.GoalEnded(g.Status) {
 		s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", fmt.Sprintf("launcher %s answered without forming a team", st.Launcher), nil)
 	}
 }
@@ -285,6 +285,23 @@ func (s *Service) getGoal(ctx context.Context, id string) (protocol.GoalStatus, 
 		return st, 0, fmt.Errorf("goal %s record: %w", id, err)
 	}
 	return st, e.Revision(), nil
+}
+
+// readGoal is getGoal for work that must not fail while the bucket elects
+// a leader: an unavailable read is tried again, for up to settleFor.
+func (s *Service) readGoal(ctx context.Context, id string) (protocol.GoalStatus, error) {
+	pause, t0 := settlePause, time.Now()
+	for {
+		st, _, err := s.getGoal(ctx, id)
+		if !errors.Is(err, protocol.ErrUnavailable) || time.Since(t0) > settleFor || ctx.Err() != nil {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, settleMaxWait)
+	}
 }
 
 // updateGoal applies fn to the goal's record with compare-and-set, retrying
@@ -389,7 +406,7 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 // timed_out). A goal with a chat ends through its chat, so the result
 // carries the chat's turns and usage.
 func (s *Service) cancelGoal(ctx context.Context, id, status, reason string) {
-	st, _, err := s.getGoal(ctx, id)
+	st, err := s.readGoal(ctx, id)
 	if err != nil || protocol.GoalEnded(st.Status) {
 		return
 	}
@@ -469,9 +486,54 @@ func (s *Service) event(ev protocol.GoalEvent) {
 	if err != nil {
 		return
 	}
-	if _, err := s.js.PublishAsync(subject, bus.Encode(ev)); err != nil {
+	// A message id of its own makes sending it again after a lost ack safe.
+	msg := nats.NewMsg(subject)
+	msg.Data = bus.Encode(ev)
+	msg.Header.Set(jetstream.MsgIDHeader, newID("e"))
+	if _, err := s.js.PublishMsgAsync(msg); err != nil {
 		s.log.Warn("publish goal event", "goal", ev.GoalID, "kind", ev.Kind, "err", err)
 	}
+}
+
+// eventRetries is how often a goal event that JetStream did not store is
+// sent again (after 0.5, 1, 2, 4, 8 s: longer than a leader election).
+const eventRetries = 5
+
+// eventFailed sends an event again that was not stored (IOA_GOALS had no
+// leader, the ack was lost), with the same message id, until eventRetries.
+// A resent event may be stored after a later one: events carry their time.
+func (s *Service) eventFailed(m *nats.Msg, err error) {
+	id := m.Header.Get(jetstream.MsgIDHeader)
+	n := 0
+	if v, ok := s.eventTries.Load(id); ok {
+		n = v.(int)
+	}
+	if id == "" || n >= eventRetries || s.closing.Load() {
+		s.eventTries.Delete(id)
+		s.log.Warn("goal event not stored", "subject", m.Subject, "attempts", n+1, "err", err)
+		return
+	}
+	s.eventTries.Store(id, n+1)
+	time.AfterFunc(time.Duration(500<<n)*time.Millisecond, func() {
+		if s.closing.Load() {
+			s.eventTries.Delete(id)
+			return
+		}
+		msg := nats.NewMsg(m.Subject)
+		msg.Data, msg.Header = m.Data, m.Header
+		f, err := s.js.PublishMsgAsync(msg)
+		if err != nil {
+			s.eventFailed(msg, err)
+			return
+		}
+		go func() {
+			select {
+			case <-f.Ok():
+				s.eventTries.Delete(id) // stored at last
+			case <-f.Err(): // the error handler has it
+			}
+		}()
+	})
 }
 
 func (s *Service) recoverTo(r micro.Request) {

@@ -88,6 +88,9 @@ type Service struct {
 	tasks      jetstream.Stream
 	goalStream jetstream.Stream
 
+	eventTries sync.Map    // event message id -> attempts so far, while being sent again
+	closing    atomic.Bool // Shutdown has begun: no more event retries
+
 	markKey      []byte              // signs the referee's log entries (mark.go)
 	foreignCount atomic.Uint64       // foreign log entries found
 	reported     map[uint64]struct{} // stream seqs of foreign entries reported, under mu
@@ -140,9 +143,10 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.nc = nc
 	// Goal events are stored with acknowledged asynchronous publishes: the
-	// referee does not wait for each, and a failed store is logged.
+	// referee does not wait for each; a failed store is sent again
+	// (eventRetry), and logged when it is given up.
 	s.js, err = jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-		s.log.Warn("goal event not stored", "subject", m.Subject, "err", err)
+		s.eventFailed(m, err)
 	}), jetstream.WithPublishAsyncTimeout(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("orchestrator: %w", err)
@@ -248,6 +252,7 @@ func (s *Service) serve(ctx context.Context) error {
 func (s *Service) Shutdown(ctx context.Context) error {
 	var err error
 	s.once.Do(func() {
+		s.closing.Store(true)
 		if s.svc != nil {
 			err = s.svc.Stop()
 		}

@@ -158,7 +158,7 @@ func (s *Service) resume(ctx context.Context) error {
 		return nil // an empty bucket has no keys
 	}
 	for id := range keys.Keys() {
-		st, _, err := s.getGoal(ctx, id)
+		st, err := s.readGoal(ctx, id)
 		if err != nil || protocol.GoalEnded(st.Status) {
 			continue
 		}

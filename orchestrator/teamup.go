@@ -34,7 +34,7 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 			return nil, err
 		}
 	}
-	st, _, err := s.getGoal(ctx, req.GoalID)
+	st, err := s.readGoal(ctx, req.GoalID)
 	if err != nil {
 		return nil, err
 	}
