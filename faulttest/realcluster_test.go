@@ -223,7 +223,9 @@ func TestFaultRealCluster(t *testing.T) {
 	if n := foreignEntries(t, nc); n != 0 {
 		t.Errorf("the referee found %d foreign log entries in logs only it wrote", n)
 	}
-	t.Logf("all targets: goals submitted=%d concluded=%d lost=%d duplicated=%d", total.submitted, total.concluded, total.lost, total.duplicated)
+	settled := strings.Count(serve.out.String(), "write stored though its answer was lost")
+	t.Logf("all targets: goals submitted=%d concluded=%d lost=%d duplicated=%d; writes whose lost ack the referee settled by reading back: %d",
+		total.submitted, total.concluded, total.lost, total.duplicated, settled)
 	if t.Failed() || testing.Verbose() {
 		var warns []string
 		for _, l := range strings.Split(serve.out.String(), "\n") {

@@ -227,7 +227,7 @@ func (s *Service) save(ctx context.Context, comm string, rec *chatRecord) error 
 	}
 	data := bus.Encode(&cp)
 	known := rec.rev
-	rev, err := settle(ctx, func(ctx context.Context) (uint64, error) {
+	rev, err := s.settle(ctx, "chat record "+comm, func(ctx context.Context) (uint64, error) {
 		if known == 0 {
 			return s.chatKV.Create(ctx, comm, data)
 		}

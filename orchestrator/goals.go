@@ -171,7 +171,7 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, befo
 		}
 	}
 	data := bus.Encode(st)
-	if _, err := settle(ctx, func(ctx context.Context) (uint64, error) {
+	if _, err := s.settle(ctx, "goal record "+st.GoalID, func(ctx context.Context) (uint64, error) {
 		return s.goals.Create(ctx, st.GoalID, data)
 	}, kvStored(s.goals, st.GoalID, data)); err != nil {
 		return st, fmt.Errorf("orchestrator: record goal: %w", err)
@@ -322,7 +322,7 @@ func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.G
 			}
 			st.UpdatedAt = time.Now().UTC()
 			data := bus.Encode(st)
-			if _, err = settle(ctx, func(ctx context.Context) (uint64, error) {
+			if _, err = s.settle(ctx, "goal record "+id, func(ctx context.Context) (uint64, error) {
 				return s.goals.Update(ctx, id, data, rev)
 			}, kvStored(s.goals, id, data)); err == nil {
 				return st, nil

@@ -192,7 +192,7 @@ func (s *Service) appendLog(ctx context.Context, comm string, after, seq uint64,
 	ours := func(raw *jetstream.RawStreamMsg) bool {
 		return bytes.Equal(raw.Data, data) && raw.Header.Get(MarkHeader) == msg.Header.Get(MarkHeader)
 	}
-	return settle(ctx, func(ctx context.Context) (uint64, error) {
+	return s.settle(ctx, "chat log "+comm, func(ctx context.Context) (uint64, error) {
 		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectLastSequencePerSubject(after))
 		if err != nil {
 			return 0, err
@@ -376,7 +376,7 @@ func (s *Service) endGoal(ctx context.Context, comm string, rec *chatRecord) {
 // it: a duplicate is the same message stored before (an attempt whose ack
 // was lost).
 func (s *Service) publishOnce(ctx context.Context, stream jetstream.Stream, subject string, data []byte, msgID string) error {
-	_, err := settle(ctx, func(ctx context.Context) (uint64, error) {
+	_, err := s.settle(ctx, subject, func(ctx context.Context) (uint64, error) {
 		ack, err := s.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
 		if err != nil {
 			return 0, err

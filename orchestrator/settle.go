@@ -37,7 +37,8 @@ var errWriteAgain = errors.New("write again")
 // one, or an earlier attempt of it whose answer was lost) is stored, at the
 // returned sequence or revision. A conflict that the read-back shows is not
 // this write is returned as it is; so is an error that retrying cannot cure.
-func settle(ctx context.Context, write func(context.Context) (uint64, error), stored func(context.Context) (uint64, bool, error)) (uint64, error) {
+// what names the write in the log line that says a lost ack was settled.
+func (s *Service) settle(ctx context.Context, what string, write func(context.Context) (uint64, error), stored func(context.Context) (uint64, bool, error)) (uint64, error) {
 	deadline := time.Now().Add(settleFor)
 	pause := settlePause
 	for again := 0; ; {
@@ -55,6 +56,7 @@ func settle(ctx context.Context, write func(context.Context) (uint64, error), st
 		cancel()
 		switch {
 		case rerr == nil && found:
+			s.log.Info("write stored though its answer was lost", "what", what, "err", err)
 			return got, nil
 		case errors.Is(rerr, errWriteAgain) && again < 16:
 			again++
