@@ -189,6 +189,7 @@ func TestFaultRealCluster(t *testing.T) {
 	for _, target := range []string{bus.StreamChats, bus.StreamTasks, "KV_" + bus.BucketGoals} {
 		t.Run(target, func(t *testing.T) {
 			waitHealthy(t, js)
+			logFrom := len(serve.out.String())
 			r := runUnderKill(t, c, nc, js, subj, target, workers)
 			a := auditGoals(t, nc, subj, rec, r.ended)
 			raw := auditRaw(t, js, subj, key, r.ended)
@@ -203,8 +204,8 @@ func TestFaultRealCluster(t *testing.T) {
 					t.Errorf("goal %s ended %s: %s", id, st.Status, reason)
 				}
 			}
-			t.Logf("%s: killed leader %s after %d goals; goals submitted=%d concluded=%d statuses=%v submit_errors=%d; chats: %s; raw logs: %s",
-				target, r.leader, r.killedAfter, len(r.ended), statuses[protocol.GoalConcluded], statuses, r.submitErrors, a, raw)
+			t.Logf("%s: killed leader %s after %d goals; goals submitted=%d concluded=%d statuses=%v submit_errors=%d; chats: %s; raw logs: %s; lost acks settled by reading back: %v",
+				target, r.leader, r.killedAfter, len(r.ended), statuses[protocol.GoalConcluded], statuses, r.submitErrors, a, raw, settledWrites(serve.out.String()[logFrom:]))
 			for _, p := range append(a.Problems, raw.problems...) {
 				t.Error(p)
 			}
@@ -223,9 +224,8 @@ func TestFaultRealCluster(t *testing.T) {
 	if n := foreignEntries(t, nc); n != 0 {
 		t.Errorf("the referee found %d foreign log entries in logs only it wrote", n)
 	}
-	settled := strings.Count(serve.out.String(), "write stored though its answer was lost")
-	t.Logf("all targets: goals submitted=%d concluded=%d lost=%d duplicated=%d; writes whose lost ack the referee settled by reading back: %d",
-		total.submitted, total.concluded, total.lost, total.duplicated, settled)
+	t.Logf("all targets: goals submitted=%d concluded=%d lost=%d duplicated=%d; lost acks settled by reading back: %v",
+		total.submitted, total.concluded, total.lost, total.duplicated, settledWrites(serve.out.String()))
 	if t.Failed() || testing.Verbose() {
 		var warns []string
 		for _, l := range strings.Split(serve.out.String(), "\n") {
@@ -485,4 +485,24 @@ func foreignEntries(t testing.TB, nc *nats.Conn) uint64 {
 	}
 	t.Fatalf("no outbox endpoint in %s", msg.Data)
 	return 0
+}
+
+// settledWrites counts, by kind, the writes the orchestrator logged as
+// stored though their answer was lost.
+func settledWrites(log string) map[string]int {
+	out := map[string]int{}
+	for _, l := range strings.Split(log, "\n") {
+		if !strings.Contains(l, "write stored though its answer was lost") {
+			continue
+		}
+		kind := "other"
+		for _, k := range []string{"chat log", "chat record", "goal record", ".task.", ".result"} {
+			if strings.Contains(l, "what=\""+k) || strings.Contains(l, k) {
+				kind = strings.Trim(k, ".")
+				break
+			}
+		}
+		out[kind]++
+	}
+	return out
 }
