@@ -203,13 +203,13 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	}); err != nil {
 		if !errors.Is(err, errSkip) {
 			// Left as it is, the goal would wait in accepted for ever.
-			s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the goal: "+err.Error(), nil)
+			s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the goal: "+err.Error(), nil)
 		}
 		return
 	}
 	subject, err := s.subj.AgentLaunchSubject(st.Launcher)
 	if err != nil {
-		s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", "bad launcher: "+err.Error(), nil)
+		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", "bad launcher: "+err.Error(), nil)
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.LaunchTimeout)
@@ -248,13 +248,13 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 		if errors.Is(err, bus.ErrNoResponders) {
 			reason = fmt.Sprintf("launcher %s is not running (no agent answers on %s)", st.Launcher, subject)
 		}
-		s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", reason, nil)
+		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", reason, nil)
 		return
 	}
 	// A launcher that answers without having formed a team would leave the
 	// goal forming forever.
 	if g, err := s.readGoal(ctx, st.GoalID); err == nil && g.CommID == "" && !protocol.GoalEnded(g.Status) {
-		s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", fmt.Sprintf("launcher %s answered without forming a team", st.Launcher), nil)
+		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", fmt.Sprintf("launcher %s answered without forming a team", st.Launcher), nil)
 	}
 }
 
@@ -402,6 +402,52 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	return nil
 }
 
+// finishRetry is how often the sweep tries again to record the end of a
+// goal whose record could not be written.
+const finishRetry = 5 * time.Second
+
+// pendingEnd is a goal end that could not be recorded yet.
+type pendingEnd struct {
+	status, reason string
+	next           time.Time
+	busy           bool
+}
+
+// finishOrRetry is finishGoal for goals without a chat under the sweep (a
+// failed launch, a cancel, a timeout found at resume): an end that cannot
+// be recorded now is kept, and the sweep tries again every finishRetry
+// until it is, so the goal ends whatever happens underneath.
+func (s *Service) finishOrRetry(ctx context.Context, id, status, conclusion, reason string, sum *chatSum) {
+	if err := s.finishGoal(ctx, id, status, conclusion, reason, sum); err != nil {
+		s.mu.Lock()
+		s.pending[id] = &pendingEnd{status: status, reason: reason, next: time.Now().Add(finishRetry)}
+		s.mu.Unlock()
+	}
+}
+
+// retryEnds runs, from the sweep, the pending goal ends that are due.
+func (s *Service) retryEnds(ctx context.Context) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, p := range s.pending {
+		if p.busy || now.Before(p.next) {
+			continue
+		}
+		p.busy = true
+		s.wg.Go(func() {
+			err := s.finishGoal(ctx, id, p.status, "", p.reason, nil)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if err == nil {
+				delete(s.pending, id)
+				return
+			}
+			p.busy, p.next = false, time.Now().Add(finishRetry)
+		})
+	}
+}
+
 // cancelGoal ends a goal and its subtree with status (cancelled or
 // timed_out). A goal with a chat ends through its chat, so the result
 // carries the chat's turns and usage.
@@ -418,7 +464,7 @@ func (s *Service) cancelGoal(ctx context.Context, id, status, reason string) {
 		case <-ctx.Done():
 		}
 	}
-	s.finishGoal(ctx, id, status, "", reason, nil)
+	s.finishOrRetry(ctx, id, status, "", reason, nil)
 }
 
 func (s *Service) handleGet(ctx context.Context, _ micro.Request, req *protocol.GoalIDRequest) (*protocol.GoalStatus, error) {

@@ -103,6 +103,7 @@ type Service struct {
 	mu         sync.Mutex
 	active     map[string]*chatRecord // comm_id -> record of the open chats this instance referees
 	ended      map[string]*chatRecord // recently ended chats, for late messages
+	pending    map[string]*pendingEnd // goal ends not recorded yet (finishOrRetry)
 	endedOrder []string
 
 	cancel context.CancelFunc
@@ -126,7 +127,8 @@ func New(b *bus.Bus, cfg Config) (*Service, error) {
 	return &Service{
 		cfg: cfg, b: b, subj: b.Subjects(), codec: b.Codec(), log: cfg.Logger,
 		active: map[string]*chatRecord{}, ended: map[string]*chatRecord{}, reported: map[uint64]struct{}{},
-		limits: newRateLimits(cfg.AgentRate, cfg.AgentBurst),
+		pending: map[string]*pendingEnd{},
+		limits:  newRateLimits(cfg.AgentRate, cfg.AgentBurst),
 	}, nil
 }
 

@@ -31,6 +31,7 @@ func (s *Service) sweep(ctx context.Context) {
 		for _, comm := range due {
 			s.onShard(ctx, comm, func() { s.checkChat(ctx, comm) })
 		}
+		s.retryEnds(ctx)
 	}
 }
 
@@ -177,7 +178,7 @@ func (s *Service) resume(ctx context.Context) error {
 			rec.TurnSince = time.Now().UTC() // whoever holds the turn gets a full timeout after the restart
 			s.setActive(st.CommID, rec)
 		case time.Now().After(st.Deadline):
-			s.wg.Go(func() { s.finishGoal(ctx, id, protocol.GoalTimedOut, "", "goal_timeout", nil) })
+			s.wg.Go(func() { s.finishOrRetry(ctx, id, protocol.GoalTimedOut, "", "goal_timeout", nil) })
 		default:
 			s.wg.Go(func() { s.launch(ctx, st) })
 		}
