@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -84,9 +85,18 @@ type Service struct {
 	submits *inflight // goal submissions in flight
 	reads   *inflight // history reads in flight
 
-	goals  jetstream.KeyValue
-	chatKV jetstream.KeyValue
-	chats  jetstream.Stream
+	goals      jetstream.KeyValue
+	chatKV     jetstream.KeyValue
+	chats      jetstream.Stream
+	tasks      jetstream.Stream
+	goalStream jetstream.Stream
+
+	eventTries sync.Map    // event message id -> attempts so far, while being sent again
+	closing    atomic.Bool // Shutdown has begun: no more event retries
+
+	markKey      []byte              // signs the referee's log entries (mark.go)
+	foreignCount atomic.Uint64       // foreign log entries found
+	reported     map[uint64]struct{} // stream seqs of foreign entries reported, under mu
 
 	svc    micro.Service
 	shards []chan func()
@@ -96,11 +106,19 @@ type Service struct {
 	mu         sync.Mutex
 	active     map[string]*chatRecord // comm_id -> record of the open chats this instance referees
 	ended      map[string]*chatRecord // recently ended chats, for late messages
+	pending    map[string]*pendingEnd // goal ends not recorded yet (finishOrRetry)
 	endedOrder []string
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
+}
+
+// RefereeStats is the data of the outbox endpoint's stats.
+type RefereeStats struct {
+	// ForeignLogEntries counts the chat log entries this instance found
+	// that the referee did not write (mark.go), and skipped.
+	ForeignLogEntries uint64 `json:"foreign_log_entries"`
 }
 
 // New prepares an orchestrator on b. Start serves it.
@@ -111,7 +129,8 @@ func New(b *bus.Bus, cfg Config) (*Service, error) {
 	}
 	return &Service{
 		cfg: cfg, b: b, subj: b.Subjects(), codec: b.Codec(), log: cfg.Logger,
-		active: map[string]*chatRecord{}, ended: map[string]*chatRecord{},
+		active: map[string]*chatRecord{}, ended: map[string]*chatRecord{}, reported: map[uint64]struct{}{},
+		pending: map[string]*pendingEnd{},
 		limits:  newRateLimits(cfg.AgentRate, cfg.AgentBurst),
 		submits: &inflight{total: maxSubmits, perCaller: maxSubmitsPerCaller},
 		reads:   &inflight{total: maxHistory, perCaller: maxHistoryPerAgent},
@@ -131,9 +150,10 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.nc = nc
 	// Goal events are stored with acknowledged asynchronous publishes: the
-	// referee does not wait for each, and a failed store is logged.
+	// referee does not wait for each; a failed store is sent again
+	// (eventRetry), and logged when it is given up.
 	s.js, err = jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-		s.log.Warn("goal event not stored", "subject", m.Subject, "err", err)
+		s.eventFailed(m, err)
 	}), jetstream.WithPublishAsyncTimeout(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("orchestrator: %w", err)
@@ -144,8 +164,16 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.chatKV, err = s.js.KeyValue(ctx, bus.BucketChats); err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketChats, err)
 	}
-	if s.chats, err = s.js.Stream(ctx, bus.StreamChats); err != nil {
-		return fmt.Errorf("orchestrator: stream %s: %w", bus.StreamChats, err)
+	for _, st := range []struct {
+		name string
+		to   *jetstream.Stream
+	}{{bus.StreamChats, &s.chats}, {bus.StreamTasks, &s.tasks}, {bus.StreamGoals, &s.goalStream}} {
+		if *st.to, err = s.js.Stream(ctx, st.name); err != nil {
+			return fmt.Errorf("orchestrator: stream %s: %w", st.name, err)
+		}
+	}
+	if err := s.loadMarkKey(ctx); err != nil {
+		return err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -191,6 +219,14 @@ func (s *Service) serve(ctx context.Context) error {
 		Version:     "1.0.0",
 		Description: "IoA goals, team-up and the chat referee",
 		QueueGroup:  "ioa-orchestrator",
+		// The referee's counters, in the stats of its outbox endpoint
+		// (`nats micro stats ioa-orchestrator`).
+		StatsHandler: func(e *micro.Endpoint) any {
+			if e.Name != "outbox" {
+				return nil
+			}
+			return RefereeStats{ForeignLogEntries: s.ForeignEntries()}
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("orchestrator: micro: %w", err)
@@ -236,6 +272,7 @@ func (s *Service) serve(ctx context.Context) error {
 func (s *Service) Shutdown(ctx context.Context) error {
 	var err error
 	s.once.Do(func() {
+		s.closing.Store(true)
 		if s.svc != nil {
 			err = s.svc.Stop()
 		}

@@ -34,7 +34,7 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 			return nil, err
 		}
 	}
-	st, _, err := s.getGoal(ctx, req.GoalID)
+	st, err := s.readGoal(ctx, req.GoalID)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 	}
 	if err := s.startChat(ctx, comm, st, start); err != nil {
 		s.wg.Go(func() {
-			s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the chat: "+err.Error(), nil)
+			s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the chat: "+err.Error(), nil)
 		})
 		return nil, protocol.Errorf(protocol.ErrUnavailable, "start chat: %v", err)
 	}
