@@ -9,4 +9,11 @@
 // where triggers wait on them. Chat state lives in KV ioa_chats and is
 // written with compare-and-set, and every append names the log position it
 // expects, so several orchestrator instances can serve the same chats.
+//
+// Readiness: with Config.Expect set, the goal endpoints open only once every
+// expected agent is registered and online (Ready is closed then, and the
+// <p>.health endpoint answers ready instead of starting), so the first goal
+// finds its team. A launcher or member that is expected but not yet
+// registered is waited for, up to Config.ExpectTimeout, instead of failing
+// the goal.
 package orchestrator

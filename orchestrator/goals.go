@@ -215,12 +215,18 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	// A busy launcher (429) is asked again until the launch timeout; one
 	// nobody answers for (restarting, or reconnecting to another node) for
 	// launcherGrace.
+	// An expected launcher (the coordinator, a name in Config.Expect) may
+	// still be starting: it is waited for up to Config.ExpectTimeout.
+	grace := launcherGrace
+	if s.expected[st.Launcher] {
+		grace = max(grace, s.cfg.ExpectTimeout)
+	}
 	backoff, start := 20*time.Millisecond, time.Now()
 	for {
 		var reply protocol.LaunchReply
 		err = bus.Request(lctx, s.nc, subject, req, &reply)
 		retry := errors.Is(err, protocol.ErrRateLimited) ||
-			(errors.Is(err, bus.ErrNoResponders) && time.Since(start) < launcherGrace)
+			(errors.Is(err, bus.ErrNoResponders) && time.Since(start) < grace)
 		if err == nil || !retry || lctx.Err() != nil {
 			break
 		}

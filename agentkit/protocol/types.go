@@ -221,6 +221,26 @@ type GoalListReply struct {
 	Goals []GoalStatus `json:"goals"`
 }
 
+// Health statuses: an orchestrator answers <p>.health with starting until
+// its goal service is open, then ready.
+const (
+	HealthStarting = "starting"
+	HealthReady    = "ready"
+)
+
+// Health answers <p>.health. Any answer means the orchestrator is alive;
+// Ready means its goal endpoints are open: the agents it was told to expect
+// (the coordinator and the configured agents) are registered and online and
+// the registry has loaded its index.
+type Health struct {
+	Status string `json:"status"`
+	Ready  bool   `json:"ready"`
+	// Waiting lists the expected agents not yet registered and online.
+	Waiting []string `json:"waiting,omitempty"`
+	// Since is when the instance started (starting) or became ready.
+	Since time.Time `json:"since"`
+}
+
 // Usage counts model calls and tokens.
 type Usage struct {
 	LLMCalls         int `json:"llm_calls"`
