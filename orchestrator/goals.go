@@ -311,6 +311,7 @@ func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.G
 type chatSum struct {
 	Usage protocol.Usage
 	Turns int
+	Chat  *protocol.Chat // its final state: the tasks and the parts nobody could do
 }
 
 // finishGoal records how a goal ended, publishes its result (which answers
@@ -319,8 +320,16 @@ type chatSum struct {
 func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason string, sum *chatSum) {
 	var usage protocol.Usage
 	var turns int
+	var chat *protocol.Chat
 	if sum != nil {
-		usage, turns = sum.Usage, sum.Turns
+		usage, turns, chat = sum.Usage, sum.Turns, sum.Chat
+	}
+	outcome, why, undone := protocol.GoalOutcome(status, chat)
+	if why != "" {
+		if reason != "" {
+			reason += "; "
+		}
+		reason += why
 	}
 	var ended bool
 	st, err := s.updateGoal(ctx, id, func(g *protocol.GoalStatus) error {
@@ -332,7 +341,9 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		g.Result = &protocol.GoalResult{
 			GoalID: g.GoalID, Status: status, Conclusion: conclusion, Reason: reason, CommID: g.CommID,
 			Turns: turns, Usage: usage, Elapsed: protocol.Duration(time.Since(g.CreatedAt).Round(time.Millisecond)),
+			Outcome: outcome, Undone: undone,
 		}
+		g.Outcome = outcome
 		return nil
 	})
 	if ended || err != nil {
@@ -346,13 +357,13 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		protocol.GoalConcluded: protocol.EventConcluded, protocol.GoalFailed: protocol.EventFailed,
 		protocol.GoalCancelled: protocol.EventCancelled, protocol.GoalTimedOut: protocol.EventTimedOut,
 	}[status]
-	s.event(protocol.GoalEvent{GoalID: id, Kind: kind, CommID: st.CommID, Result: &res, Usage: &res.Usage})
+	s.event(protocol.GoalEvent{GoalID: id, Kind: kind, CommID: st.CommID, Result: &res, Usage: &res.Usage, Outcome: res.Outcome})
 	if subject, err := s.subj.GoalResult(id); err == nil {
 		if _, err := s.js.Publish(ctx, subject, bus.Encode(res), jetstream.WithMsgID("result."+id)); err != nil {
 			s.log.Warn("publish goal result", "goal", id, "err", err)
 		}
 	}
-	s.log.Info("goal ended", "goal", id, "status", status, "reason", reason, "turns", res.Turns, "elapsed", res.Elapsed)
+	s.log.Info("goal ended", "goal", id, "status", status, "outcome", outcome, "reason", reason, "turns", res.Turns, "elapsed", res.Elapsed)
 	// A chat still open (a failed launch racing its team-up) is ended by its
 	// referee; children serving this goal's tasks are no longer needed.
 	if st.CommID != "" {

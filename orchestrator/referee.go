@@ -278,7 +278,7 @@ func (s *Service) effects(ctx context.Context, comm string, rec *chatRecord, pre
 		if status == protocol.GoalConcluded && c.Reason == "turn_limit" {
 			reason = "turn_limit: concluded in the launcher's last turn"
 		}
-		s.finishGoal(ctx, goal, status, text, reason, &chatSum{Usage: rec.Usage, Turns: c.Turn})
+		s.finishGoal(ctx, goal, status, text, reason, &chatSum{Usage: rec.Usage, Turns: c.Turn, Chat: &c})
 	case c.State == protocol.StateDiscussion && c.Turn >= c.MaxTurns && !c.FinalTurn:
 		_, err := s.appendMsg(ctx, comm, rec, protocol.AgentMessage{
 			Type: protocol.MsgSystem, Sender: protocol.SystemSender, Event: protocol.EventTurnLimit,

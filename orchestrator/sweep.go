@@ -137,7 +137,7 @@ func (s *Service) resume(ctx context.Context) error {
 			}
 			if rec.Chat.Ended() {
 				s.wg.Go(func() {
-					s.finishGoal(ctx, id, rec.Chat.Outcome, rec.Chat.Conclusion, rec.Chat.Reason, &chatSum{Usage: rec.Usage, Turns: rec.Chat.Turn})
+					s.finishGoal(ctx, id, rec.Chat.Outcome, rec.Chat.Conclusion, rec.Chat.Reason, &chatSum{Usage: rec.Usage, Turns: rec.Chat.Turn, Chat: &rec.Chat})
 				})
 				continue
 			}

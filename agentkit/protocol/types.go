@@ -108,8 +108,20 @@ type SearchResult struct {
 	Type         string   `json:"type"`
 	Tags         []string `json:"tags"`
 	Score        float64  `json:"score"`
-	Online       bool     `json:"online"`
+	// Match is how well the card covers the query on an absolute scale in
+	// [0,1] (score only ranks the results of one query). A policy compares
+	// it with its min_match to decide that no agent fits a task.
+	Match  float64 `json:"match"`
+	Online bool    `json:"online"`
 }
+
+// DefaultMinMatch is the match a registry result needs for the built-in
+// policies to give it a task (registry.min_match). It was calibrated on the
+// development set registry/search/testdata/discovery-dev as the threshold
+// with the fewest errors of both kinds together: a correct best match
+// refused, and a wrong best match accepted when the right agent is absent
+// (see docs/architecture.md, "No capable agent").
+const DefaultMinMatch = 0.26
 
 // SearchReply answers registry.search.
 type SearchReply struct {
@@ -263,7 +275,19 @@ type GoalResult struct {
 	Turns      int      `json:"turns"`
 	Usage      Usage    `json:"usage"`
 	Elapsed    Duration `json:"elapsed"`
+	// Outcome says how much of what the goal asked for was done:
+	// succeeded, partial or failed; Reason says why when it is not
+	// succeeded, and Undone lists the parts that were not done.
+	Outcome string   `json:"outcome,omitempty"`
+	Undone  []string `json:"undone,omitempty"`
 }
+
+// Goal outcomes, beside the status of an ended goal.
+const (
+	OutcomeSucceeded = "succeeded" // every task done
+	OutcomePartial   = "partial"   // some done, some failed, skipped or given to nobody
+	OutcomeFailed    = "failed"    // nothing the goal asked for was done
+)
 
 // GoalStatus is a goal's record in KV ioa_goals and the reply of goal.get.
 type GoalStatus struct {
@@ -284,6 +308,7 @@ type GoalStatus struct {
 	Deadline     time.Time   `json:"deadline,omitzero"`
 	Children     []string    `json:"children"`
 	Result       *GoalResult `json:"result,omitempty"`
+	Outcome      string      `json:"outcome,omitempty"` // once ended: Result.Outcome
 }
 
 // Goal event kinds.
@@ -312,6 +337,7 @@ type GoalEvent struct {
 	Child   string        `json:"child_goal_id,omitempty"`
 	Result  *GoalResult   `json:"result,omitempty"`
 	Usage   *Usage        `json:"usage,omitempty"`
+	Outcome string        `json:"outcome,omitempty"` // the end events: Result.Outcome
 }
 
 // Team-up payloads (PROTOCOL.md section 3).
@@ -428,6 +454,9 @@ type AgentMessage struct {
 	Attempt        int         `json:"attempt,omitempty"`
 	Launcher       string      `json:"launcher,omitempty"` // system start
 	Goal           string      `json:"goal,omitempty"`     // system start
+	// Undone lists, in a conclusion, the parts of the goal the launcher
+	// gave to nobody because no registered agent can do them.
+	Undone []string `json:"undone,omitempty"`
 }
 
 // SendReply answers an outbox request.

@@ -38,6 +38,13 @@ type Query struct {
 type Hit struct {
 	Name  string
 	Score float64
+	// Match says, on an absolute scale in [0,1], how well the card covers
+	// the task: the soft word-by-word match of task and card (each task word
+	// against its closest card word and back, weighted by how specific the
+	// words are). Score only ranks the cards of one query (the best is
+	// always near 1); Match can be compared with a threshold to decide that
+	// no card fits at all.
+	Match float64
 }
 
 // DefaultLimit is the number of hits returned when Query.Limit is not set.
@@ -365,6 +372,7 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 	}
 
 	total := make(map[int32]float64)
+	match := make(map[int32]float64)
 	bufs := ix.getBufs()
 	defer ix.bufs.Put(bufs)
 	for _, p := range preps {
@@ -373,13 +381,14 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 			return nil, err
 		}
 		for id, s := range cands {
-			total[id] += s / float64(len(preps))
+			total[id] += s.score / float64(len(preps))
+			match[id] += s.match / float64(len(preps))
 		}
 	}
 
 	hits := make([]Hit, 0, len(total))
 	for id, s := range total {
-		hits = append(hits, Hit{Name: ix.slots[id].name, Score: min(1, max(0, s))})
+		hits = append(hits, Hit{Name: ix.slots[id].name, Score: min(1, max(0, s)), Match: min(1, max(0, match[id]))})
 	}
 	slices.SortFunc(hits, func(a, b Hit) int {
 		if c := cmp.Compare(b.Score, a.Score); c != 0 {
@@ -402,7 +411,7 @@ type cand struct {
 
 // searchOne gathers the candidates for one query text, the nearest vectors
 // and the best lexical matches, and fuses their signals into a score in [0,1].
-func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *searchBufs) (map[int32]float64, error) {
+func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *searchBufs) (map[int32]signals, error) {
 	wd := ix.opts.denseWeight
 	n := len(ix.slots)
 	want := max(4*limit, minPool)
@@ -495,8 +504,20 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 		}
 		fused = ix.fuse(cs, denseOn)
 	}
-	return fused, nil
+	out := make(map[int32]signals, len(cs))
+	for _, c := range cs {
+		m := c.soft
+		if len(p.soft) == 0 {
+			m = 1 // no word of the text has a vector: nothing to judge a card by
+		}
+		out[c.id] = signals{score: fused[c.id], match: m}
+	}
+	return out, nil
 }
+
+// signals are what a query text says of one candidate: its fused rank
+// score and its absolute match.
+type signals struct{ score, match float64 }
 
 const (
 	prfAlpha = 1.0 // weight of the feedback cards' mean against the query
