@@ -265,7 +265,16 @@ func workerFor(cfg *configs.Config, a configs.Agent, sandbox string) (agentkit.W
 func policyFor(cfg *configs.Config, name string) (agentkit.Policy, error) {
 	switch name {
 	case "", "rules":
-		return rules.New(rules.Config{MaxTeam: cfg.Limits.MaxTeamSize}), nil
+		return rules.New(rules.Config{MaxTeam: cfg.Limits.MaxTeamSize, MinMatch: minMatch(cfg)}), nil
 	}
 	return extraPolicy(cfg, name)
+}
+
+// minMatch is registry.min_match for the policies, where 0 means the
+// default and a negative value no check.
+func minMatch(cfg *configs.Config) float64 {
+	if cfg.Registry.MinMatch == 0 {
+		return -1
+	}
+	return cfg.Registry.MinMatch
 }
