@@ -305,6 +305,7 @@ type prepared struct {
 	terms []queryTerm
 	vec   []float32 // nil for the local embedder until the index is locked
 	soft  []softTerm
+	oov   []oovTerm
 }
 
 func (ix *Index) prepare(ctx context.Context, text string) (prepared, bool, error) {
@@ -406,6 +407,7 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 type cand struct {
 	id               int32
 	dense, lex, soft float64
+	match            float64 // the absolute match (softScores)
 	scale            float64 // 1/|card - mean card|, for the centred cosine
 }
 
@@ -416,6 +418,7 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 	n := len(ix.slots)
 	want := max(4*limit, minPool)
 	p.soft = ix.softTerms(p.ts)
+	p.oov = ix.oovTerms(p.ts)
 	if ix.local {
 		p.vec = ix.queryVector(p.ts)
 	}
@@ -483,7 +486,7 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 			cs[i].dense = float64(sims[id]) * cs[i].scale
 		}
 	}
-	ix.addSoft(cs, p.soft, denseOn)
+	ix.addSoft(cs, p.soft, p.oov, denseOn)
 	fused := ix.fuse(cs, denseOn)
 	// Pseudo-relevance feedback: the best cards of the first pass pull the
 	// query vector towards the vocabulary of the domain it is about, which
@@ -506,9 +509,9 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 	}
 	out := make(map[int32]signals, len(cs))
 	for _, c := range cs {
-		m := c.soft
-		if len(p.soft) == 0 {
-			m = 1 // no word of the text has a vector: nothing to judge a card by
+		m := c.match
+		if len(p.soft) == 0 && len(p.oov) == 0 {
+			m = 1 // no word of the text says anything of the cards: nothing to judge by
 		}
 		out[c.id] = signals{score: fused[c.id], match: m}
 	}
@@ -529,7 +532,7 @@ const (
 // rest, already ranked below them by the two views, get the lowest soft score.
 const maxSoftPool = 100
 
-func (ix *Index) addSoft(cs []cand, qs []softTerm, denseOn bool) {
+func (ix *Index) addSoft(cs []cand, qs []softTerm, oov []oovTerm, denseOn bool) {
 	ids := make([]int32, len(cs))
 	for i, c := range cs {
 		ids[i] = c.id
@@ -541,13 +544,16 @@ func (ix *Index) addSoft(cs []cand, qs []softTerm, denseOn bool) {
 	}
 	soft := make(map[int32]float64, len(ids))
 	low := math.Inf(1)
-	for i, s := range ix.softScores(ids, qs) {
+	scores, matches := ix.softScores(ids, qs, oov)
+	match := make(map[int32]float64, len(ids))
+	for i, s := range scores {
 		soft[ids[i]] = s
+		match[ids[i]] = matches[i]
 		low = min(low, s)
 	}
 	for i := range cs {
 		if s, ok := soft[cs[i].id]; ok {
-			cs[i].soft = s
+			cs[i].soft, cs[i].match = s, match[cs[i].id]
 		} else {
 			cs[i].soft = low
 		}
