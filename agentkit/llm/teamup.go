@@ -136,14 +136,14 @@ func (p *Policy) TeamUp(ctx context.Context, req agentkit.TeamUpRequest) (agentk
 			}})
 		}
 	}
-	p.log.Warn("team-up by the model failed; taking the registry's best matches", "agent", self, "goal_id", req.GoalID, "err", cause)
+	p.log.Warn("team-up by the model failed; taking the registry's best matches that match well enough", "agent", self, "goal_id", req.GoalID, "err", cause)
 	res, err := req.Registry.Search(ctx, protocol.SearchRequest{Queries: []string{clip(req.Goal, 1000)}, Limit: p.cfg.SearchLimit, Exclude: []string{self}})
 	if err != nil {
 		return agentkit.TeamUpDecision{}, fmt.Errorf("llm: team-up: %w", err)
 	}
 	var members []string
 	for _, r := range res {
-		if r.Name != self && len(members) < min(p.cfg.MaxTeam-1, 3) {
+		if r.Name != self && len(members) < min(p.cfg.MaxTeam-1, 3) && (p.cfg.MinMatch < 0 || r.Match >= p.cfg.MinMatch) {
 			members = append(members, r.Name)
 		}
 	}

@@ -281,7 +281,39 @@ func TestGoalCommand(t *testing.T) {
 	})
 }
 
+// TestPartialGoalCommand: a goal half of which no registered agent can do
+// ends with a yellow mark, exit status 5, the part named; ioa goals ls shows
+// the outcome.
+func TestPartialGoalCommand(t *testing.T) {
+	w := newCLIWorld(t, testAgents()...)
+	const haiku = "Write a haiku about distributed systems"
+	out, _, err := runCLI(t, newGoalCmd(), "goal", "Multiply 12 x 7. "+haiku+".", "--nats-url", w.url)
+	var ec exitCode
+	if !errors.As(err, &ec) || ec.code != exitPartial || !strings.Contains(ec.msg, `no registered agent can do "`+haiku+`"`) {
+		t.Fatalf("err = %v, want exit %d naming the part nobody can do\n%s", err, exitPartial, out)
+	}
+	inOrder(t, out, "[none] -: "+haiku, "◐ concluded · partial: 1 of 2 parts done", "Multiply 12 x 7: 84", haiku+": NOT DONE")
+	if strings.Contains(out, "✔") {
+		t.Errorf("a partial goal shows a green mark:\n%s", out)
+	}
+	out, _, err = runCLI(t, newGoalsCmd(), "goals", "ls", "--nats-url", w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inOrder(t, out, "OUTCOME", "concluded", "partial", "Multiply 12 x 7")
+}
+
 func TestGoalExitCodes(t *testing.T) {
+	for outcome, code := range map[string]int{protocol.OutcomeSucceeded: 0, "": 0, protocol.OutcomePartial: 5, protocol.OutcomeFailed: 2} {
+		err := goalExit(protocol.GoalResult{GoalID: "g1", Status: protocol.GoalConcluded, Outcome: outcome, Reason: "why"})
+		var ec exitCode
+		switch {
+		case code == 0 && err != nil:
+			t.Errorf("concluded, %q: %v, want nil", outcome, err)
+		case code != 0 && (!errors.As(err, &ec) || ec.code != code || !strings.HasSuffix(ec.msg, ": why")):
+			t.Errorf("concluded, %q: %v, want exit %d with the reason", outcome, err, code)
+		}
+	}
 	for status, code := range map[string]int{
 		protocol.GoalConcluded: 0, protocol.GoalFailed: 2, protocol.GoalCancelled: 3, protocol.GoalTimedOut: 4,
 	} {
