@@ -403,7 +403,7 @@ func TestAgentsCommands(t *testing.T) {
 	}
 	t.Logf("agents search:\n%s", out)
 	rows := strings.Split(strings.TrimSpace(out), "\n")
-	if len(rows) < 2 || !strings.HasPrefix(rows[0], "SCORE") || !regexp.MustCompile(`^[01]\.\d{3} +multiplier +tool +yes +Multiplies`).MatchString(rows[1]) {
+	if len(rows) < 2 || !strings.HasPrefix(rows[0], "SCORE") || !regexp.MustCompile(`^[01]\.\d{3} +[01]\.\d{3} +multiplier +tool +yes +Multiplies`).MatchString(rows[1]) {
 		t.Fatalf("search table:\n%s", out)
 	}
 	out, _, err = runCLI(t, newAgentsCmd(), "agents", "search", "kilometres to miles", "--json", "--nats-url", w.url)
