@@ -428,13 +428,15 @@ func TestAgentsCommands(t *testing.T) {
 
 func TestWatchAndGoalsCommands(t *testing.T) {
 	w := newCLIWorld(t, testAgents()...)
+	// The multiplier alone cannot convert kilometres: the goal is partial.
 	id := w.submit(t, protocol.GoalRequest{Goal: testGoal, Team: []string{"multiplier"}})
 
 	out, _, err := runCLI(t, newWatchCmd(), "watch", id, "--nats-url", w.url)
-	if err != nil {
-		t.Fatal(err)
+	var ec exitCode
+	if !errors.As(err, &ec) || ec.code != exitPartial {
+		t.Fatalf("watch: %v, want exit %d (partial)", err, exitPartial)
 	}
-	inOrder(t, out, "● goal "+id, "● team: coordinator, multiplier", "✔ concluded")
+	inOrder(t, out, "● goal "+id, "● team: coordinator, multiplier", "◐ concluded · partial: 1 of 2 parts done")
 
 	var st protocol.GoalStatus
 	if err := bus.Request(t.Context(), w.b.Conn(), w.b.Subjects().Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: id}, &st); err != nil {
@@ -453,7 +455,7 @@ func TestWatchAndGoalsCommands(t *testing.T) {
 	}
 
 	out, _, err = runCLI(t, newGoalsCmd(), "goals", "ls", "--nats-url", w.url)
-	if err != nil || !regexp.MustCompile(`(?m)^`+id+` +concluded +\d+s +coordinator,multiplier +Multiply`).MatchString(out) {
+	if err != nil || !regexp.MustCompile(`(?m)^`+id+` +concluded +partial +\d+s +coordinator,multiplier +Multiply`).MatchString(out) {
 		t.Fatalf("goals ls: %v\n%s", err, out)
 	}
 	out, _, err = runCLI(t, newGoalsCmd(), "goals", "ls", "--status", "running", "--json", "--nats-url", w.url)
@@ -469,7 +471,7 @@ func TestWatchAndGoalsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inOrder(t, out, id, "concluded", "coordinator, multiplier", st.CommID, testGoal, "conclusion:", "84")
+	inOrder(t, out, id, "concluded", "partial", "coordinator, multiplier", st.CommID, testGoal, "conclusion:", "84")
 	_, _, err = runCLI(t, newGoalsCmd(), "goals", "get", "g_nothing", "--nats-url", w.url)
 	if err == nil || !strings.Contains(err.Error(), "g_nothing") {
 		t.Fatalf("get unknown: %v", err)
