@@ -36,7 +36,11 @@ type Runtime struct {
 
 // Ready is closed once every hosted agent has been registered with the
 // registry, so that goals can find them; a program embedding the runtime
-// waits on it before submitting work.
+// waits on it before submitting work. A registration is answered once the
+// registry instance that took it shows the card online and in its search
+// index (for up to 2 s), so with one registry instance a goal submitted
+// after Ready finds every hosted agent. (An orchestrator given the names in
+// orchestrator.Config.Expect opens its goal service only then, by itself.)
 func (r *Runtime) Ready() <-chan struct{} { return r.ready }
 
 // registered notes an agent's first registration.

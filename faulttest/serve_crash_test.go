@@ -35,7 +35,7 @@ func TestFaultServeKilledAndRestarted(t *testing.T) {
 		return err == nil
 	})
 	defer nc.Close()
-	waitOnline(t, nc, subj, "coordinator", "worker")
+	waitReady(t, nc, subj)
 	rec := record(t, nc, subj)
 
 	var ids []string

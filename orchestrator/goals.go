@@ -238,6 +238,12 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	// A busy launcher (429) is asked again until the launch timeout; one
 	// nobody answers for (restarting, or reconnecting to another node) for
 	// launcherGrace.
+	// An expected launcher (the coordinator, a name in Config.Expect) may
+	// still be starting: it is waited for up to Config.ExpectTimeout.
+	grace := launcherGrace
+	if s.expected[st.Launcher] {
+		grace = max(grace, s.cfg.ExpectTimeout)
+	}
 	backoff, start := 20*time.Millisecond, time.Now()
 	for {
 		var reply protocol.LaunchReply
@@ -249,7 +255,7 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 		// moves to another server. Team-up is idempotent per goal.
 		lost := errors.Is(err, context.DeadlineExceeded) && lctx.Err() == nil
 		retry := errors.Is(err, protocol.ErrRateLimited) || lost ||
-			(errors.Is(err, bus.ErrNoResponders) && time.Since(start) < launcherGrace)
+			(errors.Is(err, bus.ErrNoResponders) && time.Since(start) < grace)
 		if err == nil || !retry || lctx.Err() != nil {
 			break
 		}
@@ -367,6 +373,7 @@ const goalUpdateFor = 30 * time.Second
 type chatSum struct {
 	Usage protocol.Usage
 	Turns int
+	Chat  *protocol.Chat // its final state: the tasks and the parts nobody could do
 }
 
 // finishGoal records how a goal ended, publishes its result (which answers
@@ -376,8 +383,16 @@ type chatSum struct {
 func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason string, sum *chatSum) error {
 	var usage protocol.Usage
 	var turns int
+	var chat *protocol.Chat
 	if sum != nil {
-		usage, turns = sum.Usage, sum.Turns
+		usage, turns, chat = sum.Usage, sum.Turns, sum.Chat
+	}
+	outcome, why, undone := protocol.GoalOutcome(status, chat)
+	if why != "" {
+		if reason != "" {
+			reason += "; "
+		}
+		reason += why
 	}
 	var ended bool
 	st, err := s.updateGoal(ctx, id, func(g *protocol.GoalStatus) error {
@@ -389,7 +404,9 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		g.Result = &protocol.GoalResult{
 			GoalID: g.GoalID, Status: status, Conclusion: conclusion, Reason: reason, CommID: g.CommID,
 			Turns: turns, Usage: usage, Elapsed: protocol.Duration(time.Since(g.CreatedAt).Round(time.Millisecond)),
+			Outcome: outcome, Undone: undone,
 		}
+		g.Outcome = outcome
 		return nil
 	})
 	if ended || errors.Is(err, errSkip) {
@@ -404,13 +421,13 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		protocol.GoalConcluded: protocol.EventConcluded, protocol.GoalFailed: protocol.EventFailed,
 		protocol.GoalCancelled: protocol.EventCancelled, protocol.GoalTimedOut: protocol.EventTimedOut,
 	}[status]
-	s.event(protocol.GoalEvent{GoalID: id, Kind: kind, CommID: st.CommID, Result: &res, Usage: &res.Usage})
+	s.event(protocol.GoalEvent{GoalID: id, Kind: kind, CommID: st.CommID, Result: &res, Usage: &res.Usage, Outcome: res.Outcome})
 	if subject, err := s.subj.GoalResult(id); err == nil {
 		if err := s.publishOnce(ctx, s.goalStream, subject, bus.Encode(res), "result."+id); err != nil {
 			s.log.Warn("publish goal result", "goal", id, "err", err)
 		}
 	}
-	s.log.Info("goal ended", "goal", id, "status", status, "reason", reason, "turns", res.Turns, "elapsed", res.Elapsed)
+	s.log.Info("goal ended", "goal", id, "status", status, "outcome", outcome, "reason", reason, "turns", res.Turns, "elapsed", res.Elapsed)
 	// A chat still open (a failed launch racing its team-up) is ended by its
 	// referee; children serving this goal's tasks are no longer needed.
 	if st.CommID != "" {

@@ -362,7 +362,7 @@ func (s *Service) endGoal(ctx context.Context, comm string, rec *chatRecord) {
 	if status == protocol.GoalConcluded && c.Reason == "turn_limit" {
 		reason = "turn_limit: concluded in the launcher's last turn"
 	}
-	if err := s.finishGoal(ctx, c.GoalID, status, text, reason, &chatSum{Usage: rec.Usage, Turns: c.Turn}); err != nil {
+	if err := s.finishGoal(ctx, c.GoalID, status, text, reason, &chatSum{Usage: rec.Usage, Turns: c.Turn, Chat: &c}); err != nil {
 		s.log.Warn("goal of an ended chat not recorded yet; trying again", "goal", c.GoalID, "comm", comm, "err", err)
 		if s.activeChat(comm) == nil {
 			s.setActive(comm, rec)

@@ -42,7 +42,7 @@ func (f *fakeSearcher) Search(_ context.Context, req protocol.SearchRequest) ([]
 func registryOf(names ...string) *fakeSearcher {
 	f := &fakeSearcher{}
 	for i, n := range names {
-		f.agents = append(f.agents, protocol.SearchResult{Name: n, Description: n + " does things", Score: 1 - float64(i)/10})
+		f.agents = append(f.agents, protocol.SearchResult{Name: n, Description: n + " does things", Score: 1 - float64(i)/10, Match: 0.9})
 	}
 	return f
 }
@@ -138,6 +138,33 @@ func TestTeamUpWithTools(t *testing.T) {
 	}
 	if u := p.TakeUsage("lead", "g1"); u.LLMCalls != 3 {
 		t.Errorf("usage = %+v", u)
+	}
+}
+
+// TestDiscoveryMarksLowMatches: agent_discovery shows each agent's score and
+// match and marks those below min_match; the registry fallback leaves them
+// out.
+func TestDiscoveryMarksLowMatches(t *testing.T) {
+	reg := registryOf("weather", "chef")
+	reg.agents[1].Match = 0.1
+	var toolResult string
+	var srv *llmtest.Server
+	srv = llmtest.New(t, func(r llmtest.Request) llmtest.Response {
+		if r.ToolResults() == 0 {
+			return llmtest.Call(llm.ToolAgentDiscovery, map[string]any{"queries": []string{"weather forecast"}})
+		}
+		toolResult = r.Messages[len(r.Messages)-1].Content
+		return llmtest.Garbage() // then the registry fallback decides
+	})
+	p := llm.New(newModel(t, srv, func(c *llm.Config) { c.Retries = -1 }), llm.PolicyConfig{TeamUpRounds: 2})
+	d, err := p.TeamUp(t.Context(), agentkit.TeamUpRequest{Self: protocol.AgentCard{Name: "lead", Description: "leads"}, GoalID: "g1", Goal: "Weather in Paris", Registry: reg})
+	if err != nil || !slices.Equal(d.Members, []string{"weather"}) {
+		t.Fatalf("fallback team %+v, %v; want [weather] without the weak chef", d, err)
+	}
+	want := `{"agents":[{"name":"weather","description":"weather does things","score":1,"match":0.9},` +
+		`{"name":"chef","description":"chef does things","score":0.9,"match":0.1,"low_match":true}]}`
+	if toolResult != want {
+		t.Fatalf("agent_discovery answered\n%s\nwant\n%s", toolResult, want)
 	}
 }
 
