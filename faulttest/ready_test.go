@@ -44,7 +44,9 @@ func TestFaultServeFirstGoalAfterStart(t *testing.T) {
 		serve := startProc(t, "ioa serve", "serve", "--config", cfg, "--data-dir", r.data, "--listen", addr)
 		var nc *nats.Conn
 		waitFor(t, 60*time.Second, "ioa serve to listen", func() bool {
-			nc, err = nats.Connect("nats://" + addr)
+			// The secure server's admin credentials, written at its
+			// first start.
+			nc, err = nats.Connect("nats://"+addr, nats.UserCredentials(bus.AdminCredsFile(r.data)))
 			return err == nil
 		})
 		subj, _ := bus.NewSubjects("ioa")
@@ -74,7 +76,7 @@ func TestFaultServeFirstGoalAfterStart(t *testing.T) {
 		if res.Status != protocol.GoalConcluded || !strings.Contains(res.Conclusion, "42") {
 			t.Fatalf("run %d: first goal = %+v, want concluded with 42", i, res)
 		}
-		if code, out := runIOA(t, "serve", "--check", "--nats-url", "nats://"+addr); code != 0 || !strings.Contains(out, "ready since") {
+		if code, out := runIOA(t, "serve", "--check", "--nats-url", "nats://"+addr, "--data-dir", r.data); code != 0 || !strings.Contains(out, "ready since") {
 			t.Fatalf("run %d: ioa serve --check: exit %d, output %q; want 0, ready", i, code, out)
 		}
 		if out := serve.out.String(); !strings.Contains(out, "ready in ") {
