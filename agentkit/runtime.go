@@ -11,6 +11,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 )
 
 // ErrStarted is returned by a second call to Run.
@@ -80,8 +81,14 @@ func NewRuntime(nc *nats.Conn, subjects bus.Subjects, agents []Agent, opts ...Op
 		}
 	}
 	r := &Runtime{nc: nc, subj: subjects, opts: o}
+	// This process's incarnation: a new one on every start tells the
+	// referee that work held by an earlier process is to be handed back.
+	incarnation := nuid.Next()
 	seen := map[string]bool{}
 	for i, a := range agents {
+		if a.Card.Incarnation == "" {
+			a.Card.Incarnation = incarnation
+		}
 		if err := a.Card.Validate(); err != nil {
 			return nil, fmt.Errorf("agentkit: agent %d: %w", i, err)
 		}

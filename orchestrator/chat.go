@@ -27,13 +27,14 @@ type chatRecord struct {
 	Usage          protocol.Usage       `json:"usage"`
 	Deadline       time.Time            `json:"deadline"`
 
-	rev      uint64   // KV revision this copy was read at or written as
-	checking bool     // a deadline check is queued on the shard
-	dirty    bool     // changed since last saved to KV
-	stale    bool     // may be behind the log: rebuild before use
-	members  []string // the team, readable under Service.mu
-	last     []byte   // the last logged message, encoded, for nudges
-	nudged   int      // nudges sent since the last message
+	rev      uint64            // KV revision this copy was read at or written as
+	checking bool              // a deadline check is queued on the shard
+	dirty    bool              // changed since last saved to KV
+	stale    bool              // may be behind the log: rebuild before use
+	members  []string          // the team, readable under Service.mu
+	last     []byte            // the last logged message, encoded, for nudges
+	nudged   int               // nudges sent since the last message
+	assigns  map[string][]byte // running task id -> its logged assignment, encoded, for nudges and hand-backs
 
 	goalEnded bool // its goal timed out while the chat could not be read
 }
@@ -190,14 +191,23 @@ func (rec *chatRecord) note(prev protocol.Chat, m protocol.AgentMessage, now tim
 	if rec.Chat.Speaker != prev.Speaker || protocol.IsTurnMessage(m.Type) || m.Type == protocol.MsgSystem {
 		rec.TurnSince = now
 	}
-	for _, t := range m.Tasks {
-		rec.TaskSince[t.TaskID] = now
+	if len(m.Tasks) > 0 {
+		if rec.assigns == nil {
+			rec.assigns = map[string][]byte{}
+		}
+		enc := bus.Encode(m)
+		for _, t := range m.Tasks {
+			rec.TaskSince[t.TaskID] = now
+			rec.assigns[t.TaskID] = enc
+		}
 	}
 	if m.Type == protocol.MsgTaskResult {
 		delete(rec.TaskSince, m.TaskID)
+		delete(rec.assigns, m.TaskID)
 	}
 	if rec.Chat.Ended() {
 		clear(rec.TaskSince)
+		clear(rec.assigns)
 	}
 }
 

@@ -299,18 +299,30 @@ func (s *Service) nudge(rec *chatRecord) {
 		return
 	}
 	rec.nudged++
-	var names []string
-	if rec.Chat.Speaker != "" {
-		names = append(names, rec.Chat.Speaker)
-	}
-	for _, id := range rec.Chat.RunningTasks() {
-		if t, ok := rec.Chat.Task(id); ok && !slices.Contains(names, t.Assignee) {
-			names = append(names, t.Assignee)
+	// The speaker gets the message that gave it the turn; each running
+	// assignee the assignment that carries its task (a stateless member
+	// can act on either without reading the history).
+	send := func(name string, msg []byte) {
+		if subject, err := s.subj.Inbox(name, rec.Chat.CommID); err == nil && msg != nil {
+			_ = s.nc.Publish(subject, msg)
 		}
 	}
-	for _, n := range names {
-		if subject, err := s.subj.Inbox(n, rec.Chat.CommID); err == nil {
-			_ = s.nc.Publish(subject, rec.last)
+	if rec.Chat.Speaker != "" {
+		send(rec.Chat.Speaker, rec.last)
+	}
+	sent := map[string]bool{}
+	for _, id := range rec.Chat.RunningTasks() {
+		t, ok := rec.Chat.Task(id)
+		if !ok {
+			continue
+		}
+		msg := rec.assigns[id]
+		if msg == nil {
+			msg = rec.last
+		}
+		if k := fmt.Sprintf("%s/%p", t.Assignee, msg); !sent[k] { // one copy of a shared assignment
+			sent[k] = true
+			send(t.Assignee, msg)
 		}
 	}
 }

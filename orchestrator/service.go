@@ -245,6 +245,11 @@ func (s *Service) Start(ctx context.Context) error {
 		s.wg.Wait()
 		return err
 	}
+	if err := s.watchIncarnations(runCtx); err != nil {
+		cancel()
+		s.wg.Wait()
+		return fmt.Errorf("orchestrator: follow the registry's cards: %w", err)
+	}
 	if err := s.serve(runCtx); err != nil {
 		cancel()
 		s.wg.Wait()

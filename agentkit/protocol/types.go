@@ -25,6 +25,11 @@ type AgentCard struct {
 	NestedTeams    bool              `json:"nested_teams,omitempty"`
 	MaxConcurrency int               `json:"max_concurrency,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
+	// Incarnation changes each time the agent's process starts (any id of
+	// up to 64 [A-Za-z0-9_-]). A registration with a new one tells the
+	// referee that the old process is gone: the work it held is handed to
+	// the new one at once, not after the heartbeat TTL.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // Validate checks the card's required fields and enumerations. Size limits
@@ -46,6 +51,11 @@ func (c *AgentCard) Validate() error {
 	}
 	if c.MaxConcurrency < 0 {
 		return Errorf(ErrInvalid, "max_concurrency must not be negative")
+	}
+	if c.Incarnation != "" {
+		if err := CheckID("incarnation", c.Incarnation); err != nil {
+			return err
+		}
 	}
 	return nil
 }
