@@ -143,7 +143,7 @@ func terms(s string) []string {
 }
 
 // search scores a card by the query words found in its description and
-// capabilities.
+// capabilities; a card sharing any word counts as a full match (Match 1).
 func (f *fakeNet) search(m *nats.Msg) (any, error) {
 	req, err := decode[protocol.SearchRequest](m)
 	if err != nil {
@@ -165,7 +165,7 @@ func (f *fakeNet) search(m *nats.Msg) (any, error) {
 			}
 		}
 		if hits > 0 {
-			res = append(res, protocol.SearchResult{Name: c.Name, Description: c.Description, Score: float64(hits) / float64(len(q)), Online: true})
+			res = append(res, protocol.SearchResult{Name: c.Name, Description: c.Description, Score: float64(hits) / float64(len(q)), Match: 1, Online: true})
 		}
 	}
 	slices.SortFunc(res, func(a, b protocol.SearchResult) int {

@@ -40,6 +40,14 @@ func TestNestedTeam(t *testing.T) {
 			protocol.TaskCompleted, "Oslo: rain; report written"},
 		{"failed", protocol.GoalResult{GoalID: "g9", Status: protocol.GoalFailed, Reason: "turn_limit"},
 			protocol.TaskFailed, "nested team goal g9 ended failed: turn_limit"},
+		{"concluded, outcome failed", protocol.GoalResult{GoalID: "g9", Status: protocol.GoalConcluded, Outcome: protocol.OutcomeFailed,
+			Conclusion: "weather: FAILED", Reason: "0 of 1 parts done; t1 (sky) failed: no such city"},
+			protocol.TaskFailed, "nested team goal g9 concluded but did nothing it was asked: 0 of 1 parts done; t1 (sky) failed: no such city"},
+		{"concluded, outcome partial", protocol.GoalResult{GoalID: "g9", Status: protocol.GoalConcluded, Outcome: protocol.OutcomePartial,
+			Conclusion: "Oslo: rain", Reason: "1 of 2 parts done; t2 (writer) failed: disk full"},
+			protocol.TaskCompleted, "Partly done (1 of 2 parts done; t2 (writer) failed: disk full):\nOslo: rain"},
+		{"concluded, outcome succeeded", protocol.GoalResult{GoalID: "g9", Status: protocol.GoalConcluded, Outcome: protocol.OutcomeSucceeded, Conclusion: "Oslo: rain"},
+			protocol.TaskCompleted, "Oslo: rain"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNet(t)

@@ -11,6 +11,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 )
 
 // ErrStarted is returned by a second call to Run.
@@ -36,7 +37,11 @@ type Runtime struct {
 
 // Ready is closed once every hosted agent has been registered with the
 // registry, so that goals can find them; a program embedding the runtime
-// waits on it before submitting work.
+// waits on it before submitting work. A registration is answered once the
+// registry instance that took it shows the card online and in its search
+// index (for up to 2 s), so with one registry instance a goal submitted
+// after Ready finds every hosted agent. (An orchestrator given the names in
+// orchestrator.Config.Expect opens its goal service only then, by itself.)
 func (r *Runtime) Ready() <-chan struct{} { return r.ready }
 
 // registered notes an agent's first registration.
@@ -76,8 +81,14 @@ func NewRuntime(nc *nats.Conn, subjects bus.Subjects, agents []Agent, opts ...Op
 		}
 	}
 	r := &Runtime{nc: nc, subj: subjects, opts: o}
+	// This process's incarnation: a new one on every start tells the
+	// referee that work held by an earlier process is to be handed back.
+	incarnation := nuid.Next()
 	seen := map[string]bool{}
 	for i, a := range agents {
+		if a.Card.Incarnation == "" {
+			a.Card.Incarnation = incarnation
+		}
 		if err := a.Card.Validate(); err != nil {
 			return nil, fmt.Errorf("agentkit: agent %d: %w", i, err)
 		}

@@ -131,6 +131,14 @@ func (a *agentState) subgoal(ctx context.Context, t Task, text string) (Result, 
 		}
 		return Result{}, fmt.Errorf("nested team goal %s ended %s: %s", res.GoalID, res.Status, reason)
 	}
+	// A sub-goal that concluded having done nothing is a failed task; one
+	// that did part of it says so at the top of its result.
+	switch res.Outcome {
+	case protocol.OutcomeFailed:
+		return Result{}, fmt.Errorf("nested team goal %s concluded but did nothing it was asked: %s", res.GoalID, res.Reason)
+	case protocol.OutcomePartial:
+		return Result{Conclusion: fmt.Sprintf("Partly done (%s):\n%s", res.Reason, res.Conclusion)}, nil
+	}
 	return Result{Conclusion: res.Conclusion}, nil
 }
 

@@ -90,6 +90,9 @@ func (s Subjects) AllGoalEvents() string { return s.prefix + ".goal.*.events" }
 // AllGoalResults matches every goal's result.
 func (s Subjects) AllGoalResults() string { return s.prefix + ".goal.*.result" }
 
+// Health is the orchestrator's readiness subject, e.g. ioa.health.
+func (s Subjects) Health() string { return s.prefix + ".health" }
+
 // Teamup is the orchestrator's team-up subject.
 func (s Subjects) Teamup() string { return s.prefix + ".teamup" }
 

@@ -78,7 +78,10 @@ type Registry struct {
 	MaxCardBytes        int           `mapstructure:"max_card_bytes"`
 	MaxAgentsPerConn    int           `mapstructure:"max_agents_per_conn"`
 	MaxResults          int           `mapstructure:"max_results"`
-	Embedder            Embedder      `mapstructure:"embedder"`
+	// MinMatch is the match a search result needs for the built-in
+	// policies to give it a task; 0 turns the check off.
+	MinMatch float64  `mapstructure:"min_match"`
+	Embedder Embedder `mapstructure:"embedder"`
 }
 
 // Embedder selects how the registry embeds text.
@@ -225,6 +228,9 @@ func (c *Config) Validate() error {
 	}
 	if l.AgentRate <= 0 {
 		bad("limits.agent_rate", "%v must be positive", l.AgentRate)
+	}
+	if m := c.Registry.MinMatch; !(m >= 0 && m <= 1) {
+		bad("registry.min_match", "%v must be between 0 (no check) and 1", m)
 	}
 	for k, v := range map[string]time.Duration{
 		"limits.goal_timeout": l.GoalTimeout, "limits.speaker_timeout": l.SpeakerTimeout,

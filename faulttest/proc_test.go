@@ -73,7 +73,17 @@ type proc struct {
 // own), are killed when the test ends.
 func startProc(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(ioaBinary(t), args...)
+	return startExec(t, name, nil, ioaBinary(t), args...)
+}
+
+// startExec runs any program as startProc runs ioa, with env added to this
+// process's environment.
+func startExec(t testing.TB, name string, env []string, path string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(path, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	p := &proc{t: t, name: name, cmd: cmd, out: &stacktest.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

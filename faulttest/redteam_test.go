@@ -67,15 +67,7 @@ func TestFaultRedTeam(t *testing.T) {
 		Policy: rules.New(rules.Config{}),
 	}
 	hnc, _ := s.Dial(t, s.Creds(t, "helper", auth.Agent))
-	rt, err := agentkit.NewRuntime(hnc, s.subj, []agentkit.Agent{helper})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	s.WaitOnline(t, "helper")
+	s.RunAgentsOn(t, hnc, nil, helper)
 
 	// alice, a client, submits the goal on her identity-bound subject.
 	alice, _ := s.Dial(t, s.Creds(t, "alice", auth.Client))

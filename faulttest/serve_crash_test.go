@@ -31,11 +31,12 @@ func TestFaultServeKilledAndRestarted(t *testing.T) {
 	var nc *nats.Conn
 	waitFor(t, 60*time.Second, "ioa serve to listen", func() bool {
 		var err error
-		nc, err = nats.Connect("nats://"+addr, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+		// The secure server's admin credentials, written at its first start.
+		nc, err = nats.Connect("nats://"+addr, nats.UserCredentials(bus.AdminCredsFile(data)), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 		return err == nil
 	})
 	defer nc.Close()
-	waitOnline(t, nc, subj, "coordinator", "worker")
+	waitReady(t, nc, subj)
 	rec := record(t, nc, subj)
 
 	var ids []string

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,13 +27,16 @@ type chatRecord struct {
 	Usage          protocol.Usage       `json:"usage"`
 	Deadline       time.Time            `json:"deadline"`
 
-	rev      uint64   // KV revision this copy was read at or written as
-	checking bool     // a deadline check is queued on the shard
-	dirty    bool     // changed since last saved to KV
-	stale    bool     // may be behind the log: rebuild before use
-	members  []string // the team, readable under Service.mu
-	last     []byte   // the last logged message, encoded, for nudges
-	nudged   int      // nudges sent since the last message
+	rev      uint64            // KV revision this copy was read at or written as
+	checking bool              // a deadline check is queued on the shard
+	dirty    bool              // changed since last saved to KV
+	stale    bool              // may be behind the log: rebuild before use
+	members  []string          // the team, readable under Service.mu
+	last     []byte            // the last logged message, encoded, for nudges
+	nudged   int               // nudges sent since the last message
+	assigns  map[string][]byte // running task id -> its logged assignment, encoded, for nudges and hand-backs
+
+	goalEnded bool // its goal timed out while the chat could not be read
 }
 
 type sentReply struct {
@@ -63,7 +67,8 @@ func (s *Service) setActive(comm string, rec *chatRecord) {
 }
 
 // chatFor returns the record of a chat, from memory or rebuilt from its log.
-// It runs on the chat's shard.
+// It runs on the chat's shard. A chat rebuilt as ended stays under the sweep
+// until its goal is recorded as ended too (endGoal).
 func (s *Service) chatFor(ctx context.Context, comm string) (*chatRecord, error) {
 	old := s.activeChat(comm)
 	if old != nil && !old.stale {
@@ -81,12 +86,9 @@ func (s *Service) chatFor(ctx context.Context, comm string) (*chatRecord, error)
 	if err != nil {
 		return nil, err
 	}
-	if rec.Chat.Ended() {
-		s.retire(comm, rec)
-	} else {
-		// An open chat stays in memory so the sweeper keeps its deadlines.
-		s.setActive(comm, rec)
-	}
+	// The chat stays in memory so the sweeper keeps its deadlines, or, if
+	// it has ended, makes sure its goal has.
+	s.setActive(comm, rec)
 	return rec, nil
 }
 
@@ -135,6 +137,7 @@ func (s *Service) rebuild(ctx context.Context, comm string) (*chatRecord, error)
 	if msgs[0].Type != protocol.MsgSystem || msgs[0].Event != protocol.EventStart {
 		return nil, protocol.Errorf(protocol.ErrNotFound, "no chat %s (its log does not begin with a start message)", comm)
 	}
+	// The next append follows the last entry on the subject, foreign or not.
 	rec := &chatRecord{Seen: map[string]sentReply{}, TaskSince: map[string]time.Time{}, StreamSeq: last.StreamSeq}
 	// Where the log begins: left at 0, the next append would take its own
 	// sequence for it, and later reads would miss the start message.
@@ -147,9 +150,9 @@ func (s *Service) rebuild(ctx context.Context, comm string) (*chatRecord, error)
 	for _, m := range msgs {
 		next, err := protocol.Apply(rec.Chat, m)
 		if err != nil {
-			// Only the referee writes logs; anything else that reached the
-			// stream (a publish without permissions in development mode) is
-			// passed over, as every member's replica passes over it.
+			// readChat has left out foreign entries: an own entry that does
+			// not fold would be a referee bug. It is passed over, as the
+			// members' replicas pass over it.
 			s.log.Warn("chat log entry does not fold; skipped", "comm", comm, "seq", m.Seq, "err", err)
 			continue
 		}
@@ -157,15 +160,21 @@ func (s *Service) rebuild(ctx context.Context, comm string) (*chatRecord, error)
 		rec.Chat = next
 		rec.note(prev, m, now)
 	}
+	var saved chatRecord
 	if e, err := s.chatKV.Get(ctx, comm); err == nil {
 		rec.rev = e.Revision()
-		var old chatRecord
-		if json.Unmarshal(e.Value(), &old) == nil && old.Chat.LastSeq == rec.Chat.LastSeq {
-			rec.TurnSince, rec.TaskSince = old.TurnSince, old.TaskSince
+		if json.Unmarshal(e.Value(), &saved) == nil && saved.Chat.LastSeq == rec.Chat.LastSeq {
+			rec.TurnSince, rec.TaskSince = saved.TurnSince, saved.TaskSince
 		}
 	}
+	// The goal's deadline; when its record cannot be read now, the one known
+	// before, so that the goal timeout never gets lost.
 	if st, _, err := s.getGoal(ctx, rec.Chat.GoalID); err == nil {
 		rec.Deadline = st.Deadline
+	} else if old := s.activeChat(comm); old != nil && !old.Deadline.IsZero() {
+		rec.Deadline = old.Deadline
+	} else {
+		rec.Deadline = saved.Deadline
 	}
 	return rec, nil
 }
@@ -182,14 +191,23 @@ func (rec *chatRecord) note(prev protocol.Chat, m protocol.AgentMessage, now tim
 	if rec.Chat.Speaker != prev.Speaker || protocol.IsTurnMessage(m.Type) || m.Type == protocol.MsgSystem {
 		rec.TurnSince = now
 	}
-	for _, t := range m.Tasks {
-		rec.TaskSince[t.TaskID] = now
+	if len(m.Tasks) > 0 {
+		if rec.assigns == nil {
+			rec.assigns = map[string][]byte{}
+		}
+		enc := bus.Encode(m)
+		for _, t := range m.Tasks {
+			rec.TaskSince[t.TaskID] = now
+			rec.assigns[t.TaskID] = enc
+		}
 	}
 	if m.Type == protocol.MsgTaskResult {
 		delete(rec.TaskSince, m.TaskID)
+		delete(rec.assigns, m.TaskID)
 	}
 	if rec.Chat.Ended() {
 		clear(rec.TaskSince)
+		clear(rec.assigns)
 	}
 }
 
@@ -218,15 +236,13 @@ func (s *Service) save(ctx context.Context, comm string, rec *chatRecord) error 
 		cp.Chat.Conclusion = cp.Chat.Conclusion[:8*savedResultBytes] + "…"
 	}
 	data := bus.Encode(&cp)
-	var (
-		rev uint64
-		err error
-	)
-	if rec.rev == 0 {
-		rev, err = s.chatKV.Create(ctx, comm, data)
-	} else {
-		rev, err = s.chatKV.Update(ctx, comm, data, rec.rev)
-	}
+	known := rec.rev
+	rev, err := s.settle(ctx, "chat record "+comm, func(ctx context.Context) (uint64, error) {
+		if known == 0 {
+			return s.chatKV.Create(ctx, comm, data)
+		}
+		return s.chatKV.Update(ctx, comm, data, known)
+	}, kvStored(s.chatKV, comm, data))
 	if err != nil {
 		return err
 	}
@@ -234,16 +250,32 @@ func (s *Service) save(ctx context.Context, comm string, rec *chatRecord) error 
 	return nil
 }
 
-// chatTail is where a chat's log ends: the stream sequence and the chat
-// seq of its last message (zero for a chat with no log).
+// kvStored reads back a key for settle: found when it holds data.
+func kvStored(kv jetstream.KeyValue, key string, data []byte) func(context.Context) (uint64, bool, error) {
+	return func(ctx context.Context) (uint64, bool, error) {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		return e.Revision(), bytes.Equal(e.Value(), data), nil
+	}
+}
+
+// chatTail is where a chat's log ends: the stream sequence of the last
+// entry on its subject (foreign or not: the next append follows it) and the
+// chat seq of its last own entry (zero for a chat with no log).
 type chatTail struct {
 	StreamSeq, Seq uint64
 }
 
-// readChat returns the logged messages of a chat with seq > after (at most
-// limit when limit > 0) and where the log ends. It walks the chat's subject
-// with direct gets (next message by subject), which costs one request per
-// message and creates no consumer.
+// readChat returns the referee's own logged messages of a chat with seq >
+// after (at most limit when limit > 0) and where the log ends. Foreign
+// entries (see mark.go) are reported and left out. It walks the chat's
+// subject with direct gets (next message by subject), which costs one
+// request per message and creates no consumer.
 func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit int) ([]protocol.AgentMessage, chatTail, error) {
 	subject, err := s.subj.Chat(comm)
 	if err != nil {
@@ -256,40 +288,54 @@ func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit
 	if err != nil {
 		return nil, chatTail{}, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
 	}
-	lastSeq, err := chatSeq(comm, last)
-	if err != nil {
-		return nil, chatTail{}, err
+	tail := chatTail{StreamSeq: last.Sequence}
+	// When the last entry is foreign, the last own one is found by reading
+	// the whole log.
+	lastMsg, why := s.verify(comm, last)
+	tailKnown := why == ""
+	if tailKnown {
+		tail.Seq = lastMsg.Seq
+		if after >= tail.Seq {
+			return nil, tail, nil
+		}
 	}
-	tail := chatTail{StreamSeq: last.Sequence, Seq: lastSeq}
-	var out []protocol.AgentMessage
 	seq := uint64(1)
 	if rec := s.activeChat(comm); rec != nil && rec.FirstStreamSeq > 0 {
 		seq = rec.FirstStreamSeq
 	}
-	if after >= tail.Seq {
-		return nil, tail, nil
-	}
-	if after >= seekAfter {
+	if tailKnown && after >= seekAfter {
 		if seq, err = s.seekChat(ctx, comm, subject, seq, last.Sequence, after); err != nil {
 			return nil, chatTail{}, err
 		}
 	}
+	var (
+		out  []protocol.AgentMessage
+		prev uint64 // seq of the last own entry read
+	)
 	for seq <= last.Sequence {
 		raw, err := s.chats.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if err != nil {
 			return nil, chatTail{}, protocol.Errorf(protocol.ErrUnavailable, "read chat %s at %d: %v", comm, seq, err)
 		}
-		var am protocol.AgentMessage
-		if err := json.Unmarshal(raw.Data, &am); err != nil {
-			return nil, chatTail{}, fmt.Errorf("chat %s: bad log entry at %d: %w", comm, raw.Sequence, err)
-		}
-		if am.Seq > after {
-			out = append(out, am)
-			if limit > 0 && len(out) >= limit {
-				break
-			}
-		}
 		seq = raw.Sequence + 1
+		am, why := s.verify(comm, raw)
+		if why == "" && am.Seq <= prev {
+			why = fmt.Sprintf("seq %d again after %d (a replayed entry)", am.Seq, prev)
+		}
+		if why != "" {
+			s.foreign(comm, raw, why)
+			continue
+		}
+		prev = am.Seq
+		if !tailKnown {
+			tail.Seq = am.Seq
+		}
+		if am.Seq > after && (limit <= 0 || len(out) < limit) {
+			out = append(out, am)
+		}
+		if limit > 0 && len(out) >= limit && tailKnown {
+			break
+		}
 	}
 	return out, tail, nil
 }
@@ -303,7 +349,8 @@ const seekAfter = 16
 // chat (on subject, within [lo, hi]) whose chat seq is after `after`. Chat
 // seqs grow with stream sequences, so a bisection over the stream's
 // sequences, each probe a direct get of the next message on the subject,
-// finds it.
+// finds it. A foreign probe moves the search left: reading more is safe,
+// skipping is not.
 func (s *Service) seekChat(ctx context.Context, comm, subject string, lo, hi, after uint64) (uint64, error) {
 	for lo < hi {
 		mid := lo + (hi-lo)/2
@@ -311,26 +358,12 @@ func (s *Service) seekChat(ctx context.Context, comm, subject string, lo, hi, af
 		if err != nil {
 			return 0, protocol.Errorf(protocol.ErrUnavailable, "read chat %s at %d: %v", comm, mid, err)
 		}
-		seq, err := chatSeq(comm, raw)
-		if err != nil {
-			return 0, err
-		}
-		if seq > after {
+		m, why := s.verify(comm, raw)
+		if why != "" || m.Seq > after {
 			hi = mid
 		} else {
 			lo = raw.Sequence + 1
 		}
 	}
 	return lo, nil
-}
-
-// chatSeq is the chat seq of a logged message.
-func chatSeq(comm string, raw *jetstream.RawStreamMsg) (uint64, error) {
-	var am struct {
-		Seq uint64 `json:"seq"`
-	}
-	if err := json.Unmarshal(raw.Data, &am); err != nil {
-		return 0, fmt.Errorf("chat %s: bad log entry at %d: %w", comm, raw.Sequence, err)
-	}
-	return am.Seq, nil
 }

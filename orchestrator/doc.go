@@ -9,4 +9,15 @@
 // where triggers wait on them. Chat state lives in KV ioa_chats and is
 // written with compare-and-set, and every append names the log position it
 // expects, so several orchestrator instances can serve the same chats.
+//
+// Every ended goal gets an outcome beside its status (succeeded, partial,
+// failed; protocol.GoalOutcome over the chat's final task board and the
+// conclusion's undone parts), in its result, its end event and its record.
+//
+// Readiness: with Config.Expect set, the goal endpoints open only once every
+// expected agent is registered and online (Ready is closed then, and the
+// <p>.health endpoint answers ready instead of starting), so the first goal
+// finds its team. A launcher or member that is expected but not yet
+// registered is waited for, up to Config.ExpectTimeout, instead of failing
+// the goal.
 package orchestrator

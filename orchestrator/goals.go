@@ -162,7 +162,7 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, befo
 	}
 	st.Deadline = now.Add(st.Timeout.D())
 	if p := req.Parent; p != nil {
-		parent, _, err := s.getGoal(ctx, p.GoalID)
+		parent, err := s.readGoal(ctx, p.GoalID)
 		if err != nil {
 			return st, err
 		}
@@ -190,7 +190,10 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, befo
 			return st, err
 		}
 	}
-	if _, err := s.goals.Create(ctx, st.GoalID, bus.Encode(st)); err != nil {
+	data := bus.Encode(st)
+	if _, err := s.settle(ctx, "goal record "+st.GoalID, func(ctx context.Context) (uint64, error) {
+		return s.goals.Create(ctx, st.GoalID, data)
+	}, kvStored(s.goals, st.GoalID, data)); err != nil {
 		return st, fmt.Errorf("orchestrator: record goal: %w", err)
 	}
 	s.event(protocol.GoalEvent{GoalID: st.GoalID, Kind: protocol.EventAccepted})
@@ -220,13 +223,13 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	}); err != nil {
 		if !errors.Is(err, errSkip) {
 			// Left as it is, the goal would wait in accepted for ever.
-			s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the goal: "+err.Error(), nil)
+			s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the goal: "+err.Error(), nil)
 		}
 		return
 	}
 	subject, err := s.subj.AgentLaunchSubject(st.Launcher)
 	if err != nil {
-		s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", "bad launcher: "+err.Error(), nil)
+		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", "bad launcher: "+err.Error(), nil)
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.LaunchTimeout)
@@ -235,12 +238,24 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	// A busy launcher (429) is asked again until the launch timeout; one
 	// nobody answers for (restarting, or reconnecting to another node) for
 	// launcherGrace.
+	// An expected launcher (the coordinator, a name in Config.Expect) may
+	// still be starting: it is waited for up to Config.ExpectTimeout.
+	grace := launcherGrace
+	if s.expected[st.Launcher] {
+		grace = max(grace, s.cfg.ExpectTimeout)
+	}
 	backoff, start := 20*time.Millisecond, time.Now()
 	for {
 		var reply protocol.LaunchReply
-		err = bus.Request(lctx, s.nc, subject, req, &reply)
-		retry := errors.Is(err, protocol.ErrRateLimited) ||
-			(errors.Is(err, bus.ErrNoResponders) && time.Since(start) < launcherGrace)
+		actx, acancel := context.WithTimeout(lctx, launchAttempt)
+		err = bus.Request(actx, s.nc, subject, req, &reply)
+		acancel()
+		// An attempt that gets no answer at all is sent again: a request
+		// or its reply is lost when the launcher's or this connection
+		// moves to another server. Team-up is idempotent per goal.
+		lost := errors.Is(err, context.DeadlineExceeded) && lctx.Err() == nil
+		retry := errors.Is(err, protocol.ErrRateLimited) || lost ||
+			(errors.Is(err, bus.ErrNoResponders) && time.Since(start) < grace)
 		if err == nil || !retry || lctx.Err() != nil {
 			break
 		}
@@ -251,17 +266,21 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 		backoff = min(2*backoff, time.Second)
 	}
 	if err != nil {
+		// An earlier attempt whose answer was lost may have formed the team.
+		if g, gerr := s.readGoal(ctx, st.GoalID); gerr == nil && (g.CommID != "" || protocol.GoalEnded(g.Status)) {
+			return
+		}
 		reason := fmt.Sprintf("launcher %s could not form a team: %v", st.Launcher, err)
 		if errors.Is(err, bus.ErrNoResponders) {
 			reason = fmt.Sprintf("launcher %s is not running (no agent answers on %s)", st.Launcher, subject)
 		}
-		s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", reason, nil)
+		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", reason, nil)
 		return
 	}
 	// A launcher that answers without having formed a team would leave the
 	// goal forming forever.
-	if g, _, err := s.getGoal(ctx, st.GoalID); err == nil && g.CommID == "" && !protocol.GoalEnded(g.Status) {
-		s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", fmt.Sprintf("launcher %s answered without forming a team", st.Launcher), nil)
+	if g, err := s.readGoal(ctx, st.GoalID); err == nil && g.CommID == "" && !protocol.GoalEnded(g.Status) {
+		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", fmt.Sprintf("launcher %s answered without forming a team", st.Launcher), nil)
 	}
 }
 
@@ -271,6 +290,10 @@ var errSkip = errors.New("skip")
 // for: long enough for an agent process to reconnect, short enough that a
 // misspelt launcher fails fast.
 const launcherGrace = 3 * time.Second
+
+// launchAttempt bounds one launch request within the launch timeout; a
+// team-up with its invitations (inviteTimeout) fits in it.
+const launchAttempt = 12 * time.Second
 
 func (s *Service) getGoal(ctx context.Context, id string) (protocol.GoalStatus, uint64, error) {
 	var st protocol.GoalStatus
@@ -290,13 +313,31 @@ func (s *Service) getGoal(ctx context.Context, id string) (protocol.GoalStatus, 
 	return st, e.Revision(), nil
 }
 
+// readGoal is getGoal for work that must not fail while the bucket elects
+// a leader: an unavailable read is tried again, for up to settleFor.
+func (s *Service) readGoal(ctx context.Context, id string) (protocol.GoalStatus, error) {
+	pause, t0 := settlePause, time.Now()
+	for {
+		st, _, err := s.getGoal(ctx, id)
+		if !errors.Is(err, protocol.ErrUnavailable) || time.Since(t0) > settleFor || ctx.Err() != nil {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, settleMaxWait)
+	}
+}
+
 // updateGoal applies fn to the goal's record with compare-and-set, retrying
-// on conflicts. fn returning errSkip leaves the record alone.
-// A read that fails as unavailable (a cluster electing the bucket's leader)
-// is retried too, with a growing pause, for about ten seconds in all.
+// on conflicts. fn returning errSkip leaves the record alone. A write whose
+// answer is lost is settled by reading the record back (settle); a read that
+// fails as unavailable (a cluster electing the bucket's leader) is retried
+// too, with a growing pause, for goalUpdateFor in all.
 func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.GoalStatus) error) (protocol.GoalStatus, error) {
-	pause := 10 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	pause, t0 := 10*time.Millisecond, time.Now()
+	for {
 		st, rev, err := s.getGoal(ctx, id)
 		if err != nil && !errors.Is(err, protocol.ErrUnavailable) {
 			return st, err
@@ -306,11 +347,14 @@ func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.G
 				return st, err
 			}
 			st.UpdatedAt = time.Now().UTC()
-			if _, err = s.goals.Update(ctx, id, bus.Encode(st), rev); err == nil {
+			data := bus.Encode(st)
+			if _, err = s.settle(ctx, "goal record "+id, func(ctx context.Context) (uint64, error) {
+				return s.goals.Update(ctx, id, data, rev)
+			}, kvStored(s.goals, id, data)); err == nil {
 				return st, nil
 			}
 		}
-		if attempt >= 25 || ctx.Err() != nil {
+		if time.Since(t0) > goalUpdateFor || ctx.Err() != nil {
 			return st, fmt.Errorf("update goal %s: %w", id, err)
 		}
 		select {
@@ -321,20 +365,34 @@ func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.G
 	}
 }
 
+// goalUpdateFor is how long updateGoal keeps trying: longer than a
+// cluster takes to elect a bucket's leader.
+const goalUpdateFor = 30 * time.Second
+
 // chatSum is what a goal's result takes from its chat.
 type chatSum struct {
 	Usage protocol.Usage
 	Turns int
+	Chat  *protocol.Chat // its final state: the tasks and the parts nobody could do
 }
 
 // finishGoal records how a goal ended, publishes its result (which answers
 // the submitters that wait), and ends its subtree. It does nothing for a
-// goal that has already ended.
-func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason string, sum *chatSum) {
+// goal that has already ended. It returns an error only when the goal's
+// record could not be written: the goal has not ended then.
+func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason string, sum *chatSum) error {
 	var usage protocol.Usage
 	var turns int
+	var chat *protocol.Chat
 	if sum != nil {
-		usage, turns = sum.Usage, sum.Turns
+		usage, turns, chat = sum.Usage, sum.Turns, sum.Chat
+	}
+	outcome, why, undone := protocol.GoalOutcome(status, chat)
+	if why != "" {
+		if reason != "" {
+			reason += "; "
+		}
+		reason += why
 	}
 	var ended bool
 	st, err := s.updateGoal(ctx, id, func(g *protocol.GoalStatus) error {
@@ -346,27 +404,30 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		g.Result = &protocol.GoalResult{
 			GoalID: g.GoalID, Status: status, Conclusion: conclusion, Reason: reason, CommID: g.CommID,
 			Turns: turns, Usage: usage, Elapsed: protocol.Duration(time.Since(g.CreatedAt).Round(time.Millisecond)),
+			Outcome: outcome, Undone: undone,
 		}
+		g.Outcome = outcome
 		return nil
 	})
-	if ended || err != nil {
-		if err != nil && !errors.Is(err, errSkip) {
-			s.log.Warn("finish goal", "goal", id, "err", err)
-		}
-		return
+	if ended || errors.Is(err, errSkip) {
+		return nil
+	}
+	if err != nil {
+		s.log.Warn("finish goal", "goal", id, "err", err)
+		return err
 	}
 	res := *st.Result
 	kind := map[string]string{
 		protocol.GoalConcluded: protocol.EventConcluded, protocol.GoalFailed: protocol.EventFailed,
 		protocol.GoalCancelled: protocol.EventCancelled, protocol.GoalTimedOut: protocol.EventTimedOut,
 	}[status]
-	s.event(protocol.GoalEvent{GoalID: id, Kind: kind, CommID: st.CommID, Result: &res, Usage: &res.Usage})
+	s.event(protocol.GoalEvent{GoalID: id, Kind: kind, CommID: st.CommID, Result: &res, Usage: &res.Usage, Outcome: res.Outcome})
 	if subject, err := s.subj.GoalResult(id); err == nil {
-		if _, err := s.js.Publish(ctx, subject, bus.Encode(res), jetstream.WithMsgID("result."+id)); err != nil {
+		if err := s.publishOnce(ctx, s.goalStream, subject, bus.Encode(res), "result."+id); err != nil {
 			s.log.Warn("publish goal result", "goal", id, "err", err)
 		}
 	}
-	s.log.Info("goal ended", "goal", id, "status", status, "reason", reason, "turns", res.Turns, "elapsed", res.Elapsed)
+	s.log.Info("goal ended", "goal", id, "status", status, "outcome", outcome, "reason", reason, "turns", res.Turns, "elapsed", res.Elapsed)
 	// A chat still open (a failed launch racing its team-up) is ended by its
 	// referee; children serving this goal's tasks are no longer needed.
 	if st.CommID != "" {
@@ -375,13 +436,60 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	for _, child := range st.Children {
 		s.wg.Go(func() { s.cancelGoal(ctx, child, protocol.GoalCancelled, "parent goal "+id+" ended") })
 	}
+	return nil
+}
+
+// finishRetry is how often the sweep tries again to record the end of a
+// goal whose record could not be written.
+const finishRetry = 5 * time.Second
+
+// pendingEnd is a goal end that could not be recorded yet.
+type pendingEnd struct {
+	status, reason string
+	next           time.Time
+	busy           bool
+}
+
+// finishOrRetry is finishGoal for goals without a chat under the sweep (a
+// failed launch, a cancel, a timeout found at resume): an end that cannot
+// be recorded now is kept, and the sweep tries again every finishRetry
+// until it is, so the goal ends whatever happens underneath.
+func (s *Service) finishOrRetry(ctx context.Context, id, status, conclusion, reason string, sum *chatSum) {
+	if err := s.finishGoal(ctx, id, status, conclusion, reason, sum); err != nil {
+		s.mu.Lock()
+		s.pending[id] = &pendingEnd{status: status, reason: reason, next: time.Now().Add(finishRetry)}
+		s.mu.Unlock()
+	}
+}
+
+// retryEnds runs, from the sweep, the pending goal ends that are due.
+func (s *Service) retryEnds(ctx context.Context) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, p := range s.pending {
+		if p.busy || now.Before(p.next) {
+			continue
+		}
+		p.busy = true
+		s.wg.Go(func() {
+			err := s.finishGoal(ctx, id, p.status, "", p.reason, nil)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if err == nil {
+				delete(s.pending, id)
+				return
+			}
+			p.busy, p.next = false, time.Now().Add(finishRetry)
+		})
+	}
 }
 
 // cancelGoal ends a goal and its subtree with status (cancelled or
 // timed_out). A goal with a chat ends through its chat, so the result
 // carries the chat's turns and usage.
 func (s *Service) cancelGoal(ctx context.Context, id, status, reason string) {
-	st, _, err := s.getGoal(ctx, id)
+	st, err := s.readGoal(ctx, id)
 	if err != nil || protocol.GoalEnded(st.Status) {
 		return
 	}
@@ -393,7 +501,7 @@ func (s *Service) cancelGoal(ctx context.Context, id, status, reason string) {
 		case <-ctx.Done():
 		}
 	}
-	s.finishGoal(ctx, id, status, "", reason, nil)
+	s.finishOrRetry(ctx, id, status, "", reason, nil)
 }
 
 // ownGoal reads a goal for the caller of an identity-bound goal endpoint:
@@ -482,9 +590,54 @@ func (s *Service) event(ev protocol.GoalEvent) {
 	if err != nil {
 		return
 	}
-	if _, err := s.js.PublishAsync(subject, bus.Encode(ev)); err != nil {
+	// A message id of its own makes sending it again after a lost ack safe.
+	msg := nats.NewMsg(subject)
+	msg.Data = bus.Encode(ev)
+	msg.Header.Set(jetstream.MsgIDHeader, newID("e"))
+	if _, err := s.js.PublishMsgAsync(msg); err != nil {
 		s.log.Warn("publish goal event", "goal", ev.GoalID, "kind", ev.Kind, "err", err)
 	}
+}
+
+// eventRetries is how often a goal event that JetStream did not store is
+// sent again (after 0.5, 1, 2, 4, 8 s: longer than a leader election).
+const eventRetries = 5
+
+// eventFailed sends an event again that was not stored (IOA_GOALS had no
+// leader, the ack was lost), with the same message id, until eventRetries.
+// A resent event may be stored after a later one: events carry their time.
+func (s *Service) eventFailed(m *nats.Msg, err error) {
+	id := m.Header.Get(jetstream.MsgIDHeader)
+	n := 0
+	if v, ok := s.eventTries.Load(id); ok {
+		n = v.(int)
+	}
+	if id == "" || n >= eventRetries || s.closing.Load() {
+		s.eventTries.Delete(id)
+		s.log.Warn("goal event not stored", "subject", m.Subject, "attempts", n+1, "err", err)
+		return
+	}
+	s.eventTries.Store(id, n+1)
+	time.AfterFunc(time.Duration(500<<n)*time.Millisecond, func() {
+		if s.closing.Load() {
+			s.eventTries.Delete(id)
+			return
+		}
+		msg := nats.NewMsg(m.Subject)
+		msg.Data, msg.Header = m.Data, m.Header
+		f, err := s.js.PublishMsgAsync(msg)
+		if err != nil {
+			s.eventFailed(msg, err)
+			return
+		}
+		go func() {
+			select {
+			case <-f.Ok():
+				s.eventTries.Delete(id) // stored at last
+			case <-f.Err(): // the error handler has it
+			}
+		}()
+	})
 }
 
 func (s *Service) recoverTo(r micro.Request) {

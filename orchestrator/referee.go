@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -120,29 +121,21 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 			m.Attempt = t.Attempt
 		}
 	}
-	subject, _ := s.subj.Chat(comm)
-	ack, err := s.js.Publish(ctx, subject, bus.Encode(m),
-		jetstream.WithMsgID(fmt.Sprintf("%s.%d", comm, m.Seq)),
-		jetstream.WithExpectLastSequencePerSubject(rec.StreamSeq))
+	streamSeq, err := s.appendLog(ctx, comm, rec.StreamSeq, m.Seq, bus.Encode(m))
 	if err != nil {
 		// Another instance appended first, or our copy is behind: rebuild
 		// from the log before the next use. The sender may send again
 		// unchanged (503), and its message id keeps that safe.
 		s.invalidate(comm)
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		if conflict(err) {
 			return protocol.SendReply{}, protocol.Errorf(protocol.ErrUnavailable, "chat %s moved on meanwhile; send again", comm)
 		}
 		return protocol.SendReply{}, protocol.Errorf(protocol.ErrUnavailable, "append to chat %s: %v", comm, err)
 	}
-	if ack.Duplicate {
-		s.invalidate(comm)
-		return protocol.SendReply{}, protocol.Errorf(protocol.ErrUnavailable, "chat %s moved on meanwhile; send again", comm)
-	}
 	prev := rec.Chat
-	rec.Chat, rec.StreamSeq = next, ack.Sequence
+	rec.Chat, rec.StreamSeq = next, streamSeq
 	if rec.FirstStreamSeq == 0 {
-		rec.FirstStreamSeq = ack.Sequence
+		rec.FirstStreamSeq = streamSeq
 	}
 	rec.note(prev, m, now)
 	// Events first: a member may act on the message at once (submit a
@@ -179,6 +172,80 @@ func (s *Service) saveRecord(ctx context.Context, comm string, rec *chatRecord) 
 		return
 	}
 	rec.dirty = false
+}
+
+// appendLog writes one entry of comm's log, with its mark, message id
+// <comm>.<seq> and the stream sequence of the subject's last entry it
+// expects (after), and returns the entry's stream sequence. A lost
+// acknowledgement is settled by reading back the subject after `after`:
+// this entry there is success; another instance's entry is a conflict;
+// foreign entries only are reported and stepped over, and the entry goes
+// after them (with a message id of its own if a foreign entry took it).
+func (s *Service) appendLog(ctx context.Context, comm string, after, seq uint64, data []byte) (uint64, error) {
+	subject, err := s.subj.Chat(comm)
+	if err != nil {
+		return 0, err
+	}
+	msg := s.logMsg(subject, data)
+	msgID := entryMsgID(comm, seq)
+	var dupAt uint64 // where JetStream says an entry with msgID is
+	ours := func(raw *jetstream.RawStreamMsg) bool {
+		return bytes.Equal(raw.Data, data) && raw.Header.Get(MarkHeader) == msg.Header.Get(MarkHeader)
+	}
+	return s.settle(ctx, "chat log "+comm, func(ctx context.Context) (uint64, error) {
+		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectLastSequencePerSubject(after))
+		if err != nil {
+			return 0, err
+		}
+		if ack.Duplicate {
+			dupAt = ack.Sequence
+			return 0, errDuplicate
+		}
+		return ack.Sequence, nil
+	}, func(ctx context.Context) (uint64, bool, error) {
+		if dupAt != 0 {
+			raw, err := s.chats.GetMsg(ctx, dupAt)
+			if err != nil {
+				return 0, false, err
+			}
+			if raw.Subject == subject && ours(raw) {
+				return raw.Sequence, true, nil
+			}
+			if _, why := s.verify(comm, raw); why != "" {
+				s.foreign(comm, raw, why)
+				msgID, dupAt = fmt.Sprintf("%s.%d", entryMsgID(comm, seq), raw.Sequence), 0
+				return 0, false, errWriteAgain
+			}
+			return 0, false, nil
+		}
+		var stepped uint64
+		for from := after + 1; ; {
+			raw, err := s.chats.GetMsg(ctx, from, jetstream.WithGetMsgSubject(subject))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				break
+			}
+			if err != nil {
+				return 0, false, err
+			}
+			if ours(raw) {
+				return raw.Sequence, true, nil
+			}
+			_, why := s.verify(comm, raw)
+			if why == "" {
+				return 0, false, nil // another instance's entry
+			}
+			s.foreign(comm, raw, why)
+			if raw.Header.Get(jetstream.MsgIDHeader) == msgID {
+				msgID = fmt.Sprintf("%s.%d", entryMsgID(comm, seq), raw.Sequence)
+			}
+			stepped, from = raw.Sequence, raw.Sequence+1
+		}
+		if stepped != 0 {
+			after = stepped
+			return 0, false, errWriteAgain
+		}
+		return 0, false, nil
+	})
 }
 
 // assignTaskIDs gives an id to every task that came without one.
@@ -232,18 +299,30 @@ func (s *Service) nudge(rec *chatRecord) {
 		return
 	}
 	rec.nudged++
-	var names []string
-	if rec.Chat.Speaker != "" {
-		names = append(names, rec.Chat.Speaker)
-	}
-	for _, id := range rec.Chat.RunningTasks() {
-		if t, ok := rec.Chat.Task(id); ok && !slices.Contains(names, t.Assignee) {
-			names = append(names, t.Assignee)
+	// The speaker gets the message that gave it the turn; each running
+	// assignee the assignment that carries its task (a stateless member
+	// can act on either without reading the history).
+	send := func(name string, msg []byte) {
+		if subject, err := s.subj.Inbox(name, rec.Chat.CommID); err == nil && msg != nil {
+			_ = s.nc.Publish(subject, msg)
 		}
 	}
-	for _, n := range names {
-		if subject, err := s.subj.Inbox(n, rec.Chat.CommID); err == nil {
-			_ = s.nc.Publish(subject, rec.last)
+	if rec.Chat.Speaker != "" {
+		send(rec.Chat.Speaker, rec.last)
+	}
+	sent := map[string]bool{}
+	for _, id := range rec.Chat.RunningTasks() {
+		t, ok := rec.Chat.Task(id)
+		if !ok {
+			continue
+		}
+		msg := rec.assigns[id]
+		if msg == nil {
+			msg = rec.last
+		}
+		if k := fmt.Sprintf("%s/%p", t.Assignee, msg); !sent[k] { // one copy of a shared assignment
+			sent[k] = true
+			send(t.Assignee, msg)
 		}
 	}
 }
@@ -264,7 +343,7 @@ func (s *Service) effects(ctx context.Context, comm string, rec *chatRecord, pre
 		t, _ := rec.Chat.Task(m.TaskID)
 		if subject, err := s.subj.Task(comm, m.TaskID); err == nil {
 			msgID := fmt.Sprintf("%s.%s.%d", comm, m.TaskID, max(t.Attempt, 1))
-			if _, err := s.js.Publish(ctx, subject, bus.Encode(m), jetstream.WithMsgID(msgID)); err != nil {
+			if err := s.publishOnce(ctx, s.tasks, subject, bus.Encode(m), msgID); err != nil {
 				s.log.Warn("publish task result", "comm", comm, "task", m.TaskID, "err", err)
 			}
 		}
@@ -273,12 +352,7 @@ func (s *Service) effects(ctx context.Context, comm string, rec *chatRecord, pre
 	c := rec.Chat
 	switch {
 	case c.Ended():
-		s.retire(comm, rec)
-		status, reason, text := c.Outcome, c.Reason, c.Conclusion
-		if status == protocol.GoalConcluded && c.Reason == "turn_limit" {
-			reason = "turn_limit: concluded in the launcher's last turn"
-		}
-		s.finishGoal(ctx, goal, status, text, reason, &chatSum{Usage: rec.Usage, Turns: c.Turn})
+		s.endGoal(ctx, comm, rec)
 	case c.State == protocol.StateDiscussion && c.Turn >= c.MaxTurns && !c.FinalTurn:
 		_, err := s.appendMsg(ctx, comm, rec, protocol.AgentMessage{
 			Type: protocol.MsgSystem, Sender: protocol.SystemSender, Event: protocol.EventTurnLimit,
@@ -289,6 +363,48 @@ func (s *Service) effects(ctx context.Context, comm string, rec *chatRecord, pre
 			s.log.Warn("turn limit message", "comm", comm, "err", err)
 		}
 	}
+}
+
+// endGoal records the end of an ended chat's goal, then retires the chat.
+// A goal record that cannot be written now leaves the chat under the sweep,
+// which calls endGoal again at its next check.
+func (s *Service) endGoal(ctx context.Context, comm string, rec *chatRecord) {
+	c := rec.Chat
+	status, reason, text := c.Outcome, c.Reason, c.Conclusion
+	if status == protocol.GoalConcluded && c.Reason == "turn_limit" {
+		reason = "turn_limit: concluded in the launcher's last turn"
+	}
+	if err := s.finishGoal(ctx, c.GoalID, status, text, reason, &chatSum{Usage: rec.Usage, Turns: c.Turn, Chat: &c}); err != nil {
+		s.log.Warn("goal of an ended chat not recorded yet; trying again", "goal", c.GoalID, "comm", comm, "err", err)
+		if s.activeChat(comm) == nil {
+			s.setActive(comm, rec)
+		}
+		return
+	}
+	s.retire(comm, rec)
+}
+
+// publishOnce publishes data with a message id until JetStream has stored
+// it: a duplicate is the same message stored before (an attempt whose ack
+// was lost).
+func (s *Service) publishOnce(ctx context.Context, stream jetstream.Stream, subject string, data []byte, msgID string) error {
+	_, err := s.settle(ctx, subject, func(ctx context.Context) (uint64, error) {
+		ack, err := s.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+		if err != nil {
+			return 0, err
+		}
+		return ack.Sequence, nil
+	}, func(ctx context.Context) (uint64, bool, error) {
+		raw, err := stream.GetLastMsgForSubject(ctx, subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		return raw.Sequence, bytes.Equal(raw.Data, data), nil
+	})
+	return err
 }
 
 // system appends a referee message to a chat; it runs on the chat's shard.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -30,7 +32,18 @@ type Config struct {
 	AgentRate       float64       // outbox messages per second per agent and chat; 50
 	AgentBurst      int           // 100
 	SweepInterval   time.Duration // how often deadlines are checked; 100ms
-	Logger          *slog.Logger
+	// Expect names the agents a goal may need at once (the coordinator and
+	// the configured agents of `ioa serve`). With Expect set, the goal
+	// endpoints open only when every one of them is registered and online
+	// (Ready is closed then, and <p>.health says ready); until then
+	// goal.submit has no responders. Empty: the goal endpoints open in Start.
+	Expect []string
+	// ExpectTimeout bounds how long a goal waits for a launcher or member
+	// that is expected (the coordinator, a name in Expect, or the launcher
+	// that is forming the team) but not yet registered and online, instead
+	// of failing at once; 10s.
+	ExpectTimeout time.Duration
+	Logger        *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -65,6 +78,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.AgentBurst, 100)
 	defD(&c.SweepInterval, 100*time.Millisecond)
+	defD(&c.ExpectTimeout, 10*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -84,23 +98,47 @@ type Service struct {
 	submits *inflight // goal submissions in flight
 	reads   *inflight // history reads in flight
 
-	goals  jetstream.KeyValue
-	chatKV jetstream.KeyValue
-	chats  jetstream.Stream
+	goals      jetstream.KeyValue
+	chatKV     jetstream.KeyValue
+	chats      jetstream.Stream
+	tasks      jetstream.Stream
+	goalStream jetstream.Stream
+
+	eventTries sync.Map    // event message id -> attempts so far, while being sent again
+	closing    atomic.Bool // Shutdown has begun: no more event retries
+
+	markKey      []byte              // signs the referee's log entries (mark.go)
+	foreignCount atomic.Uint64       // foreign log entries found
+	reported     map[uint64]struct{} // stream seqs of foreign entries reported, under mu
 
 	svc    micro.Service
+	runCtx context.Context
 	shards []chan func()
 	limits *rateLimits
 	live   liveness
 
+	ready      chan struct{} // closed when the goal endpoints are open
+	readyMu    sync.Mutex
+	readySince time.Time
+	waiting    []string // expected agents not yet online
+	expected   map[string]bool
+
 	mu         sync.Mutex
 	active     map[string]*chatRecord // comm_id -> record of the open chats this instance referees
 	ended      map[string]*chatRecord // recently ended chats, for late messages
+	pending    map[string]*pendingEnd // goal ends not recorded yet (finishOrRetry)
 	endedOrder []string
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
+}
+
+// RefereeStats is the data of the outbox endpoint's stats.
+type RefereeStats struct {
+	// ForeignLogEntries counts the chat log entries this instance found
+	// that the referee did not write (mark.go), and skipped.
+	ForeignLogEntries uint64 `json:"foreign_log_entries"`
 }
 
 // New prepares an orchestrator on b. Start serves it.
@@ -109,13 +147,42 @@ func New(b *bus.Bus, cfg Config) (*Service, error) {
 	if err := protocol.CheckName("coordinator", cfg.Coordinator); err != nil {
 		return nil, fmt.Errorf("orchestrator: %w", err)
 	}
+	expected := map[string]bool{cfg.Coordinator: true}
+	for _, n := range cfg.Expect {
+		if err := protocol.CheckName("expected agent", n); err != nil {
+			return nil, fmt.Errorf("orchestrator: %w", err)
+		}
+		expected[n] = true
+	}
+	cfg.Expect = dedupe(cfg.Expect)
 	return &Service{
 		cfg: cfg, b: b, subj: b.Subjects(), codec: b.Codec(), log: cfg.Logger,
-		active: map[string]*chatRecord{}, ended: map[string]*chatRecord{},
+		active: map[string]*chatRecord{}, ended: map[string]*chatRecord{}, reported: map[uint64]struct{}{},
+		pending: map[string]*pendingEnd{},
 		limits:  newRateLimits(cfg.AgentRate, cfg.AgentBurst),
 		submits: &inflight{total: maxSubmits, perCaller: maxSubmitsPerCaller},
 		reads:   &inflight{total: maxHistory, perCaller: maxHistoryPerAgent},
+		ready:   make(chan struct{}), expected: expected, waiting: slices.Clone(cfg.Expect),
+		readySince: time.Now().UTC(),
 	}, nil
+}
+
+// Ready is closed once the goal endpoints are open: at the end of Start
+// without Config.Expect, or once every expected agent is registered and
+// online. A program embedding the runtime waits on it before submitting.
+func (s *Service) Ready() <-chan struct{} { return s.ready }
+
+// Health is what <p>.health answers.
+func (s *Service) Health() protocol.Health {
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	h := protocol.Health{Status: protocol.HealthStarting, Since: s.readySince, Waiting: slices.Clone(s.waiting)}
+	select {
+	case <-s.ready:
+		h.Status, h.Ready = protocol.HealthReady, true
+	default:
+	}
+	return h
 }
 
 // numShards is how many chats the referee works on at once; messages of one
@@ -131,9 +198,10 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.nc = nc
 	// Goal events are stored with acknowledged asynchronous publishes: the
-	// referee does not wait for each, and a failed store is logged.
+	// referee does not wait for each; a failed store is sent again
+	// (eventRetry), and logged when it is given up.
 	s.js, err = jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-		s.log.Warn("goal event not stored", "subject", m.Subject, "err", err)
+		s.eventFailed(m, err)
 	}), jetstream.WithPublishAsyncTimeout(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("orchestrator: %w", err)
@@ -144,8 +212,16 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.chatKV, err = s.js.KeyValue(ctx, bus.BucketChats); err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketChats, err)
 	}
-	if s.chats, err = s.js.Stream(ctx, bus.StreamChats); err != nil {
-		return fmt.Errorf("orchestrator: stream %s: %w", bus.StreamChats, err)
+	for _, st := range []struct {
+		name string
+		to   *jetstream.Stream
+	}{{bus.StreamChats, &s.chats}, {bus.StreamTasks, &s.tasks}, {bus.StreamGoals, &s.goalStream}} {
+		if *st.to, err = s.js.Stream(ctx, st.name); err != nil {
+			return fmt.Errorf("orchestrator: stream %s: %w", st.name, err)
+		}
+	}
+	if err := s.loadMarkKey(ctx); err != nil {
+		return err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -169,6 +245,11 @@ func (s *Service) Start(ctx context.Context) error {
 		s.wg.Wait()
 		return err
 	}
+	if err := s.watchIncarnations(runCtx); err != nil {
+		cancel()
+		s.wg.Wait()
+		return fmt.Errorf("orchestrator: follow the registry's cards: %w", err)
+	}
 	if err := s.serve(runCtx); err != nil {
 		cancel()
 		s.wg.Wait()
@@ -182,6 +263,10 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("orchestrator: %w", err)
 	}
 	s.wg.Go(func() { s.sweep(runCtx) })
+	if len(s.cfg.Expect) == 0 {
+		return s.openGoals()
+	}
+	s.wg.Go(func() { s.awaitExpected(runCtx) })
 	return nil
 }
 
@@ -191,36 +276,28 @@ func (s *Service) serve(ctx context.Context) error {
 		Version:     "1.0.0",
 		Description: "IoA goals, team-up and the chat referee",
 		QueueGroup:  "ioa-orchestrator",
+		// The referee's counters, in the stats of its outbox endpoint
+		// (`nats micro stats ioa-orchestrator`).
+		StatsHandler: func(e *micro.Endpoint) any {
+			if e.Name != "outbox" {
+				return nil
+			}
+			return RefereeStats{ForeignLogEntries: s.ForeignEntries()}
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("orchestrator: micro: %w", err)
 	}
 	s.svc = svc
-	opts := []bus.HandlerOption{bus.WithLogger(s.log)}
-	goals := svc.AddGroup(s.subj.GoalGroup())
-	add := func(g micro.Group, name string, h micro.Handler, o ...micro.EndpointOpt) error {
-		if err := g.AddEndpoint(name, h, o...); err != nil {
-			return fmt.Errorf("orchestrator: endpoint %s: %w", name, err)
-		}
-		return nil
-	}
-	submit := micro.HandlerFunc(func(r micro.Request) { s.handleSubmit(ctx, r) })
-	get := bus.Handle(ctx, s.codec, s.handleGet, opts...)
-	list := bus.Handle(ctx, s.codec, s.handleList, append(opts, bus.EmptyMeansObject())...)
-	cancel := bus.Handle(ctx, s.codec, s.handleCancel, opts...)
+	s.runCtx = ctx
 	teamup := micro.HandlerFunc(func(r micro.Request) { s.asyncTeamup(ctx, r) })
-	// Each goal endpoint and the team-up also answer on their
+	// The goal endpoints open later (openGoals), once a goal can run; the
+	// endpoints agents need to register into and rejoin chats open now.
+	// The team-up (and the goal endpoints) also answer on their
 	// identity-bound form (<subject>.<caller>), which is how agents and
 	// clients of a secure server reach them.
 	errs := []error{
-		add(goals, bus.GoalSubmit, submit),
-		add(goals, bus.GoalSubmit+"-as", submit, micro.WithEndpointSubject(bus.GoalSubmit+".*")),
-		add(goals, bus.GoalGet, get),
-		add(goals, bus.GoalGet+"-as", get, micro.WithEndpointSubject(bus.GoalGet+".*")),
-		add(goals, bus.GoalList, list),
-		add(goals, bus.GoalList+"-as", list, micro.WithEndpointSubject(bus.GoalList+".*")),
-		add(goals, bus.GoalCancel, cancel),
-		add(goals, bus.GoalCancel+"-as", cancel, micro.WithEndpointSubject(bus.GoalCancel+".*")),
+		add(svc, "health", micro.HandlerFunc(s.handleHealth), micro.WithEndpointSubject(s.subj.Health())),
 		add(svc, "teamup", teamup, micro.WithEndpointSubject(s.subj.Teamup())),
 		add(svc, "teamup-as", teamup, micro.WithEndpointSubject(s.subj.Teamup()+".*")),
 		add(svc, "outbox", micro.HandlerFunc(func(r micro.Request) { s.handleOutbox(ctx, r) }), micro.WithEndpointSubject(s.subj.AllOutboxes())),
@@ -230,12 +307,127 @@ func (s *Service) serve(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+func add(g micro.Group, name string, h micro.Handler, o ...micro.EndpointOpt) error {
+	if err := g.AddEndpoint(name, h, o...); err != nil {
+		return fmt.Errorf("orchestrator: endpoint %s: %w", name, err)
+	}
+	return nil
+}
+
+// openGoals adds the goal endpoints and says ready.
+func (s *Service) openGoals() error {
+	ctx := s.runCtx
+	opts := []bus.HandlerOption{bus.WithLogger(s.log)}
+	goals := s.svc.AddGroup(s.subj.GoalGroup())
+	submit := micro.HandlerFunc(func(r micro.Request) { s.handleSubmit(ctx, r) })
+	get := bus.Handle(ctx, s.codec, s.handleGet, opts...)
+	list := bus.Handle(ctx, s.codec, s.handleList, append(opts, bus.EmptyMeansObject())...)
+	cancel := bus.Handle(ctx, s.codec, s.handleCancel, opts...)
+	err := errors.Join(
+		add(goals, bus.GoalSubmit, submit),
+		add(goals, bus.GoalSubmit+"-as", submit, micro.WithEndpointSubject(bus.GoalSubmit+".*")),
+		add(goals, bus.GoalGet, get),
+		add(goals, bus.GoalGet+"-as", get, micro.WithEndpointSubject(bus.GoalGet+".*")),
+		add(goals, bus.GoalList, list),
+		add(goals, bus.GoalList+"-as", list, micro.WithEndpointSubject(bus.GoalList+".*")),
+		add(goals, bus.GoalCancel, cancel),
+		add(goals, bus.GoalCancel+"-as", cancel, micro.WithEndpointSubject(bus.GoalCancel+".*")),
+	)
+	if err == nil {
+		// The server must know the subscriptions before anyone is told.
+		err = s.nc.FlushTimeout(5 * time.Second)
+	}
+	if err != nil {
+		return fmt.Errorf("orchestrator: open the goal service: %w", err)
+	}
+	s.readyMu.Lock()
+	s.waiting, s.readySince = nil, time.Now().UTC()
+	close(s.ready)
+	s.readyMu.Unlock()
+	s.log.Info("ready: goal service open", "subject", s.subj.GoalGroup()+".>", "expected", s.cfg.Expect)
+	return nil
+}
+
+// awaitExpected opens the goal endpoints once every expected agent is
+// registered and online in the registry (whose index is loaded by then:
+// the registry answers only after replaying KV). It says which ones it still
+// waits for every 10 s.
+func (s *Service) awaitExpected(ctx context.Context) {
+	started, lastWarn := time.Now(), time.Now()
+	pause := 10 * time.Millisecond
+	for {
+		missing := s.notOnline(ctx, s.cfg.Expect)
+		s.readyMu.Lock()
+		s.waiting = missing
+		s.readyMu.Unlock()
+		if len(missing) == 0 {
+			if err := s.openGoals(); err != nil {
+				s.log.Error("not ready", "err", err)
+				return
+			}
+			return
+		}
+		if time.Since(lastWarn) >= 10*time.Second {
+			lastWarn = time.Now()
+			s.log.Warn("not ready: waiting for agents to register", "waiting", missing, "for", time.Since(started).Round(time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 200*time.Millisecond)
+	}
+}
+
+// notOnline returns the names the registry does not list as online (or
+// cannot be asked about).
+func (s *Service) notOnline(ctx context.Context, names []string) []string {
+	var out []string
+	for _, n := range names {
+		if err := s.online(ctx, n); err != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// online asks the registry for name: nil if registered and online, else
+// why not (not_found, conflict for offline, unavailable).
+func (s *Service) online(ctx context.Context, name string) error {
+	_, err := s.agentInfo(ctx, name)
+	return err
+}
+
+func (s *Service) agentInfo(ctx context.Context, name string) (protocol.AgentCard, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var info protocol.AgentInfo
+	err := bus.Request(rctx, s.nc, s.subj.Registry(bus.RegistryGet), protocol.NameRequest{Name: name}, &info)
+	switch {
+	case errors.Is(err, protocol.ErrNotFound):
+		return info.AgentCard, protocol.Errorf(protocol.ErrNotFound, "member %s is not registered", name)
+	case err != nil:
+		return info.AgentCard, protocol.Errorf(protocol.ErrUnavailable, "registry: %v", err)
+	case !info.Online:
+		return info.AgentCard, protocol.Errorf(protocol.ErrConflict, "member %s is offline", name)
+	}
+	return info.AgentCard, nil
+}
+
+// handleHealth answers <p>.health, whatever the body: starting or ready.
+func (s *Service) handleHealth(r micro.Request) {
+	defer s.recoverTo(r)
+	_ = r.Respond(bus.Encode(s.Health()))
+}
+
 // Shutdown stops serving, waits for in-flight work and closes the
 // connection. Running goals stay in KV; another instance, or this one
 // started again, resumes them.
 func (s *Service) Shutdown(ctx context.Context) error {
 	var err error
 	s.once.Do(func() {
+		s.closing.Store(true)
 		if s.svc != nil {
 			err = s.svc.Stop()
 		}

@@ -31,24 +31,29 @@ func (s *Service) sweep(ctx context.Context) {
 		for _, comm := range due {
 			s.onShard(ctx, comm, func() { s.checkChat(ctx, comm) })
 		}
+		s.retryEnds(ctx)
 	}
 }
 
 // checkChat runs on the chat's shard.
 func (s *Service) checkChat(ctx context.Context, comm string) {
-	if rec := s.activeChat(comm); rec != nil {
+	old := s.activeChat(comm)
+	if old != nil {
 		s.mu.Lock()
-		rec.checking = false
+		old.checking = false
 		s.mu.Unlock()
 	}
 	rec, err := s.chatFor(ctx, comm)
 	if err != nil {
 		s.log.Warn("deadline check: chat unreadable", "comm", comm, "err", err)
+		if old != nil {
+			s.expireUnread(ctx, comm, old, err)
+		}
 		return
 	}
 	c := rec.Chat
 	if c.Ended() {
-		s.retire(comm, rec)
+		s.endGoal(ctx, comm, rec)
 		return
 	}
 	s.saveRecord(ctx, comm, rec)
@@ -95,6 +100,36 @@ func (s *Service) checkChat(ctx context.Context, comm string) {
 	}
 }
 
+// unreadFor is how long after its goal's deadline a chat that cannot be
+// read stays under the sweep: its goal has timed out, and the sweep goes on
+// trying to log the chat's end for its members.
+const unreadFor = 2 * time.Minute
+
+// expireUnread keeps the goal timeout for a chat whose log cannot be read
+// (its stream has no leader, or it is gone): past the deadline the goal
+// times out without the chat, which gets its end message once it can be
+// read again, or is let go unreadFor later.
+func (s *Service) expireUnread(ctx context.Context, comm string, rec *chatRecord, cause error) {
+	now := time.Now()
+	if rec.Deadline.IsZero() || !now.After(rec.Deadline) || rec.Chat.GoalID == "" {
+		return
+	}
+	if !rec.goalEnded {
+		err := s.finishGoal(ctx, rec.Chat.GoalID, protocol.GoalTimedOut, "",
+			"goal_timeout (its chat could not be read: "+cause.Error()+")", &chatSum{Usage: rec.Usage, Turns: rec.Chat.Turn})
+		rec.goalEnded = err == nil
+		return
+	}
+	if now.After(rec.Deadline.Add(unreadFor)) {
+		s.log.Warn("chat still unreadable; no longer watched (its goal has timed out)", "comm", comm, "goal", rec.Chat.GoalID, "err", cause)
+		s.mu.Lock()
+		if s.active[comm] == rec {
+			delete(s.active, comm)
+		}
+		s.mu.Unlock()
+	}
+}
+
 // takeTurn ends a discussion turn the speaker will not take: a member's
 // turn goes back to the launcher; the launcher's failure ends the goal
 // (reason launcherReason, or turn_limit on its last turn).
@@ -124,7 +159,7 @@ func (s *Service) resume(ctx context.Context) error {
 		return nil // an empty bucket has no keys
 	}
 	for id := range keys.Keys() {
-		st, _, err := s.getGoal(ctx, id)
+		st, err := s.readGoal(ctx, id)
 		if err != nil || protocol.GoalEnded(st.Status) {
 			continue
 		}
@@ -132,19 +167,18 @@ func (s *Service) resume(ctx context.Context) error {
 		case st.CommID != "":
 			rec, err := s.rebuild(ctx, st.CommID)
 			if err != nil {
+				// Kept under the sweep, which rebuilds it when it can be
+				// read, and times the goal out if it cannot by then.
 				s.log.Warn("resume chat", "goal", id, "comm", st.CommID, "err", err)
-				continue
+				rec = &chatRecord{Chat: protocol.Chat{GoalID: id, CommID: st.CommID}, Deadline: st.Deadline, stale: true,
+					Seen: map[string]sentReply{}, TaskSince: map[string]time.Time{}}
 			}
-			if rec.Chat.Ended() {
-				s.wg.Go(func() {
-					s.finishGoal(ctx, id, rec.Chat.Outcome, rec.Chat.Conclusion, rec.Chat.Reason, &chatSum{Usage: rec.Usage, Turns: rec.Chat.Turn})
-				})
-				continue
-			}
+			// An ended chat stays too: the sweep records its goal's end
+			// (a crash between the last append and finishGoal).
 			rec.TurnSince = time.Now().UTC() // whoever holds the turn gets a full timeout after the restart
 			s.setActive(st.CommID, rec)
 		case time.Now().After(st.Deadline):
-			s.wg.Go(func() { s.finishGoal(ctx, id, protocol.GoalTimedOut, "", "goal_timeout", nil) })
+			s.wg.Go(func() { s.finishOrRetry(ctx, id, protocol.GoalTimedOut, "", "goal_timeout", nil) })
 		default:
 			s.wg.Go(func() { s.launch(ctx, st) })
 		}

@@ -34,7 +34,7 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 			return nil, err
 		}
 	}
-	st, _, err := s.getGoal(ctx, req.GoalID)
+	st, err := s.readGoal(ctx, req.GoalID)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 	if len(members) > s.cfg.MaxTeamSize {
 		return nil, protocol.Errorf(protocol.ErrInvalid, "team of %d is over the limit of %d members", len(members), s.cfg.MaxTeamSize)
 	}
-	cards, err := s.memberCards(ctx, members)
+	cards, err := s.memberCards(ctx, req.Launcher, members)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 	}
 	if err := s.startChat(ctx, comm, st, start); err != nil {
 		s.wg.Go(func() {
-			s.finishGoal(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the chat: "+err.Error(), nil)
+			s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the chat: "+err.Error(), nil)
 		})
 		return nil, protocol.Errorf(protocol.ErrUnavailable, "start chat: %v", err)
 	}
@@ -126,33 +126,38 @@ func (s *Service) startChat(ctx context.Context, comm string, st protocol.GoalSt
 }
 
 // memberCards fetches each member's card from the registry and checks it is
-// online.
-func (s *Service) memberCards(ctx context.Context, members []string) ([]protocol.AgentCard, error) {
+// online. A member that is expected (the launcher forming this team, the
+// coordinator, a name in Config.Expect) but not yet registered and online is
+// waited for, up to Config.ExpectTimeout: it is starting, not missing. Any
+// other member must be there now, so a misspelt name fails at once.
+func (s *Service) memberCards(ctx context.Context, launcher string, members []string) ([]protocol.AgentCard, error) {
 	cards := make([]protocol.AgentCard, len(members))
 	errs := make([]error, len(members))
+	deadline := time.Now().Add(s.cfg.ExpectTimeout)
 	var wg sync.WaitGroup
 	for i, name := range members {
 		wg.Go(func() {
-			var info protocol.AgentInfo
-			err := bus.Request(ctx, s.nc, s.subj.Registry(bus.RegistryGet), protocol.NameRequest{Name: name}, &info)
-			switch {
-			case errors.Is(err, protocol.ErrNotFound):
-				errs[i] = protocol.Errorf(protocol.ErrNotFound, "member %s is not registered", name)
-			case err != nil:
-				errs[i] = protocol.Errorf(protocol.ErrUnavailable, "registry: %v", err)
-			case !info.Online:
-				errs[i] = protocol.Errorf(protocol.ErrConflict, "member %s is offline", name)
-			default:
-				cards[i] = info.AgentCard
+			wait := name == launcher || s.expected[name]
+			for pause := 10 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
+				cards[i], errs[i] = s.agentInfo(ctx, name)
+				// The registry itself may be starting or failing over.
+				transient := errors.Is(errs[i], protocol.ErrUnavailable) ||
+					(wait && (errors.Is(errs[i], protocol.ErrNotFound) || errors.Is(errs[i], protocol.ErrConflict)))
+				if errs[i] == nil || !transient || time.Now().Add(pause).After(deadline) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(pause):
+				}
 			}
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		for _, e := range errs {
-			if e != nil {
-				return nil, e
-			}
+	for _, e := range errs {
+		if e != nil {
+			return nil, e
 		}
 	}
 	return cards, nil

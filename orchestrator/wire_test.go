@@ -60,6 +60,13 @@ func (a *wireAgent) start(ctx context.Context) {
 	if err := bus.Request(ctx, a.nc, a.subj.Registry(bus.RegistryRegister), a.card, nil); err != nil {
 		t.Fatalf("register %s: %v", a.card.Name, err)
 	}
+	a.listen()
+}
+
+// listen subscribes the agent's subjects without registering it.
+func (a *wireAgent) listen() {
+	t := a.t
+	t.Helper()
 	inbox, _ := a.subj.AgentInboxes(a.card.Name)
 	invite, _ := a.subj.AgentInviteSubject(a.card.Name)
 	launch, _ := a.subj.AgentLaunchSubject(a.card.Name)

@@ -215,7 +215,12 @@ func (s *Service) heartbeat(ctx context.Context, r micro.Request, req *protocol.
 		}
 	}
 	if _, err := s.presence.Put(ctx, req.Name, nil); err != nil {
-		return nil, kvError("record heartbeat", err)
+		// The heartbeat is proof of life even when the presence bucket
+		// cannot store it (its stream electing a leader in a cluster): this
+		// instance keeps it, so the agent is not taken for gone meanwhile.
+		// The agent still hears of the failure.
+		s.view.beatLocally(req.Name, time.Now())
+		return nil, kvError("record heartbeat (kept in this registry instance's memory)", err)
 	}
 	return &protocol.HeartbeatReply{TTL: protocol.Duration(s.cfg.HeartbeatTTL)}, nil
 }

@@ -93,6 +93,7 @@ func (s *Service) search(ctx context.Context, _ micro.Request, req *searchReques
 			Type:         a.rec.Type,
 			Tags:         nonNil(a.rec.Tags),
 			Score:        h.Score,
+			Match:        h.Match,
 			Online:       v.onlineLocked(h.Name, now, s.cfg.HeartbeatTTL),
 		})
 	}

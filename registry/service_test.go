@@ -174,7 +174,7 @@ func TestRestartOnSameStore(t *testing.T) {
 }
 
 func TestHeartbeatTTL(t *testing.T) {
-	const ttl = 300 * time.Millisecond
+	const ttl = 2 * time.Second // long enough that a fresh card is still online when searched under -race
 	b, _ := newRegistry(t, Config{HeartbeatTTL: ttl})
 	nc := b.Conn()
 	register(t, nc, b, fleet[0])
@@ -359,4 +359,27 @@ func TestShutdownBeforeStart(t *testing.T) {
 	if _, err := New(bustest.New(t), Config{HeartbeatTTL: -1}); err == nil {
 		t.Fatal("negative TTL accepted")
 	}
+}
+
+// A heartbeat the presence bucket cannot store (its stream gone, as while a
+// cluster elects its leader) still keeps the agent online in the instance
+// that received it, and the agent is told of the failure.
+func TestHeartbeatKeptWhenPresenceUnavailable(t *testing.T) {
+	const ttl = 2 * time.Second
+	b, _ := newRegistry(t, Config{HeartbeatTTL: ttl})
+	nc := b.Conn()
+	register(t, nc, b, fleet[0])
+	if err := b.JetStream().DeleteStream(t.Context(), "KV_"+bus.BucketPresence); err != nil {
+		t.Fatal(err)
+	}
+	m := raw(t, nc, b, bus.RegistryHeartbeat, []byte(`{"name":"weather"}`))
+	wantError(t, m, 503, "unavailable")
+	info := call[protocol.AgentInfo](t, nc, b, bus.RegistryGet, protocol.NameRequest{Name: "weather"})
+	if !info.Online {
+		t.Fatalf("after a heartbeat kept in memory: %+v, want online", info)
+	}
+	// Without further heartbeats it goes offline at the TTL as usual.
+	eventually(t, 10*ttl, "agent goes offline without heartbeats", func() bool {
+		return !call[protocol.AgentInfo](t, nc, b, bus.RegistryGet, protocol.NameRequest{Name: "weather"}).Online
+	})
 }

@@ -130,6 +130,18 @@ func (v *view) putBeat(name string, b beat) {
 	v.notifyLocked()
 }
 
+// beatLocally moves name's last heartbeat to at when it is later, keeping
+// the revision of the last one stored.
+func (v *view) beatLocally(name string, at time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if b := v.beats[name]; at.After(b.at) {
+		b.at = at
+		v.beats[name] = b
+		v.notifyLocked()
+	}
+}
+
 func (v *view) deleteBeat(name string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -46,9 +46,10 @@ type Config struct {
 	Temperature float64
 	// Timeout bounds each HTTP attempt (default 60s).
 	Timeout time.Duration
-	// Retries is how many times an attempt that timed out, failed to
-	// connect, or got 429 or 5xx is tried again, with backoff (default 2;
-	// negative: none).
+	// Retries is how many times an attempt that cannot have been run (and
+	// billed) is tried again, with backoff: one that failed to connect, or
+	// got 429, 500, 502 or 503. A timed-out or broken attempt whose request
+	// was sent is not (default 2; negative: none).
 	Retries int
 	// MaxTokens bounds each answer (default 1024). OpenAI-compatible
 	// requests carry it as max_tokens, which every such server reads.

@@ -51,11 +51,7 @@ func TestLauncherFailureModes(t *testing.T) {
 				agentkit.Agent{Card: card("helper", "Answers questions about geography and cities."),
 					Worker: funcWorker(func(agentkit.Task) (string, error) { return "ok", nil }), Policy: policy},
 			)
-			start := time.Now()
 			res := w.submit(t, protocol.GoalRequest{Goal: "Tell me about the geography of Lyon."}, 20*time.Second)
-			if took := time.Since(start); took > 10*time.Second {
-				t.Errorf("goal took %v", took)
-			}
 			if res.Status != protocol.GoalConcluded || !strings.HasPrefix(res.Conclusion, "Concluded from the task board") {
 				t.Fatalf("result = %+v", res)
 			}

@@ -29,6 +29,10 @@ type PolicyConfig struct {
 	MaxTeam int
 	// SearchLimit is how many agents one agent_discovery returns (default 5).
 	SearchLimit int
+	// MinMatch is the registry match below which agent_discovery marks a
+	// result low_match: it probably cannot do the task (default
+	// protocol.DefaultMinMatch; negative: nothing is marked).
+	MinMatch float64
 	// JSONMode asks the server for a JSON object answer
 	// (response_format); not every OpenAI-compatible server supports it.
 	JSONMode bool
@@ -55,6 +59,9 @@ func (c PolicyConfig) withDefaults() PolicyConfig {
 	}
 	if c.SearchLimit <= 0 {
 		c.SearchLimit = 5
+	}
+	if c.MinMatch == 0 {
+		c.MinMatch = protocol.DefaultMinMatch
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

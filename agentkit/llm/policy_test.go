@@ -42,7 +42,7 @@ func (f *fakeSearcher) Search(_ context.Context, req protocol.SearchRequest) ([]
 func registryOf(names ...string) *fakeSearcher {
 	f := &fakeSearcher{}
 	for i, n := range names {
-		f.agents = append(f.agents, protocol.SearchResult{Name: n, Description: n + " does things", Score: 1 - float64(i)/10})
+		f.agents = append(f.agents, protocol.SearchResult{Name: n, Description: n + " does things", Score: 1 - float64(i)/10, Match: 0.9})
 	}
 	return f
 }
@@ -100,10 +100,11 @@ func TestNextMessageBoundedRetriesThenFallback(t *testing.T) {
 func TestNextMessageTurnTimeout(t *testing.T) {
 	srv := llmtest.New(t, llmtest.Always(llmtest.Hang()))
 	p := llm.New(newModel(t, srv, func(c *llm.Config) { c.Timeout = time.Minute }), llm.PolicyConfig{TurnTimeout: 300 * time.Millisecond})
-	start := time.Now()
+	// The model hangs for its whole minute: only the turn timeout can
+	// produce the fallback before the test's own deadline.
 	m, err := p.NextMessage(t.Context(), leadTurn(t))
-	if err != nil || m.Type != protocol.MsgConclusion || time.Since(start) > 5*time.Second {
-		t.Fatalf("%+v %v after %v", m, err, time.Since(start))
+	if err != nil || m.Type != protocol.MsgConclusion {
+		t.Fatalf("%+v %v", m, err)
 	}
 }
 
@@ -137,6 +138,33 @@ func TestTeamUpWithTools(t *testing.T) {
 	}
 	if u := p.TakeUsage("lead", "g1"); u.LLMCalls != 3 {
 		t.Errorf("usage = %+v", u)
+	}
+}
+
+// TestDiscoveryMarksLowMatches: agent_discovery shows each agent's score and
+// match and marks those below min_match; the registry fallback leaves them
+// out.
+func TestDiscoveryMarksLowMatches(t *testing.T) {
+	reg := registryOf("weather", "chef")
+	reg.agents[1].Match = 0.1
+	var toolResult string
+	var srv *llmtest.Server
+	srv = llmtest.New(t, func(r llmtest.Request) llmtest.Response {
+		if r.ToolResults() == 0 {
+			return llmtest.Call(llm.ToolAgentDiscovery, map[string]any{"queries": []string{"weather forecast"}})
+		}
+		toolResult = r.Messages[len(r.Messages)-1].Content
+		return llmtest.Garbage() // then the registry fallback decides
+	})
+	p := llm.New(newModel(t, srv, func(c *llm.Config) { c.Retries = -1 }), llm.PolicyConfig{TeamUpRounds: 2})
+	d, err := p.TeamUp(t.Context(), agentkit.TeamUpRequest{Self: protocol.AgentCard{Name: "lead", Description: "leads"}, GoalID: "g1", Goal: "Weather in Paris", Registry: reg})
+	if err != nil || !slices.Equal(d.Members, []string{"weather"}) {
+		t.Fatalf("fallback team %+v, %v; want [weather] without the weak chef", d, err)
+	}
+	want := `{"agents":[{"name":"weather","description":"weather does things","score":1,"match":0.9},` +
+		`{"name":"chef","description":"chef does things","score":0.9,"match":0.1,"low_match":true}]}`
+	if toolResult != want {
+		t.Fatalf("agent_discovery answered\n%s\nwant\n%s", toolResult, want)
 	}
 }
 
@@ -220,7 +248,7 @@ func TestMaxTokensOnTheWire(t *testing.T) {
 }
 
 func TestTransportRetriesThenSucceeds(t *testing.T) {
-	srv := llmtest.New(t, llmtest.Queue(llmtest.Status(500), llmtest.Status(429), llmtest.Hang(), llmtest.Text("finally")))
+	srv := llmtest.New(t, llmtest.Queue(llmtest.Status(500), llmtest.Status(429), llmtest.Status(503), llmtest.Text("finally")))
 	m := newModel(t, srv, func(c *llm.Config) { c.Retries = 3; c.Timeout = 200 * time.Millisecond })
 	resp, err := m.GenerateContent(t.Context(), []llms.MessageContent{llms.TextParts(llms.ChatMessageTypeHuman, "hi")})
 	if err != nil || resp.Choices[0].Content != "finally" || len(srv.Requests()) != 4 {
@@ -232,21 +260,22 @@ func TestTransportGivesUp(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		resp llmtest.Response
-		max  time.Duration
 		reqs int
 	}{
-		{"500", llmtest.Status(500), 2 * time.Second, 2},
-		{"400 is not retried", llmtest.Status(400), 2 * time.Second, 1},
-		{"hang", llmtest.Hang(), 3 * time.Second, 2},
-		{"huge", llmtest.Huge(2 << 20), 2 * time.Second, 1},
+		{"500", llmtest.Status(500), 2},
+		{"400 is not retried", llmtest.Status(400), 1},
+		// The request was sent and may be generating (and billed): a
+		// timed-out completion is not sent again.
+		{"hang is not retried", llmtest.Hang(), 1},
+		{"504 is not retried", llmtest.Status(504), 1},
+		{"huge", llmtest.Huge(2 << 20), 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := llmtest.New(t, llmtest.Always(tc.resp))
 			m := newModel(t, srv, func(c *llm.Config) { c.Retries = 1; c.Timeout = 300 * time.Millisecond; c.MaxResponseBytes = 64 << 10 })
-			start := time.Now()
 			_, err := m.GenerateContent(t.Context(), []llms.MessageContent{llms.TextParts(llms.ChatMessageTypeHuman, "hi")})
-			if err == nil || time.Since(start) > tc.max || len(srv.Requests()) != tc.reqs {
-				t.Errorf("err %v after %v, %d requests", err, time.Since(start), len(srv.Requests()))
+			if err == nil || len(srv.Requests()) != tc.reqs {
+				t.Errorf("err %v, %d requests, want %d", err, len(srv.Requests()), tc.reqs)
 			}
 		})
 	}

@@ -21,8 +21,10 @@ const (
 
 var teamUpTools = []llms.Tool{
 	{Type: "function", Function: &llms.FunctionDefinition{
-		Name:        ToolAgentDiscovery,
-		Description: "Search the registry for agents able to help. Give several short queries, one per skill the goal needs.",
+		Name: ToolAgentDiscovery,
+		Description: "Search the registry for agents able to help. Give several short queries, one per skill the goal needs. " +
+			"Each agent found has a score (its rank among the results, 0 to 1) and a match (how well its card covers the queries, 0 to 1); " +
+			"low_match:true means it probably cannot do the work: leave it out, and if no agent fits a part of the goal, say so in the conclusion.",
 		Parameters: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
@@ -49,6 +51,8 @@ type discovered struct {
 	Name        string  `json:"name"`
 	Description string  `json:"description"`
 	Score       float64 `json:"score"`
+	Match       float64 `json:"match"`
+	LowMatch    bool    `json:"low_match,omitempty"`
 }
 
 // TeamUp takes the team the goal names; otherwise the model discovers
@@ -132,14 +136,14 @@ func (p *Policy) TeamUp(ctx context.Context, req agentkit.TeamUpRequest) (agentk
 			}})
 		}
 	}
-	p.log.Warn("team-up by the model failed; taking the registry's best matches", "agent", self, "goal_id", req.GoalID, "err", cause)
+	p.log.Warn("team-up by the model failed; taking the registry's best matches that match well enough", "agent", self, "goal_id", req.GoalID, "err", cause)
 	res, err := req.Registry.Search(ctx, protocol.SearchRequest{Queries: []string{clip(req.Goal, 1000)}, Limit: p.cfg.SearchLimit, Exclude: []string{self}})
 	if err != nil {
 		return agentkit.TeamUpDecision{}, fmt.Errorf("llm: team-up: %w", err)
 	}
 	var members []string
 	for _, r := range res {
-		if r.Name != self && len(members) < min(p.cfg.MaxTeam-1, 3) {
+		if r.Name != self && len(members) < min(p.cfg.MaxTeam-1, 3) && (p.cfg.MinMatch < 0 || r.Match >= p.cfg.MinMatch) {
 			members = append(members, r.Name)
 		}
 	}
@@ -168,7 +172,8 @@ func (p *Policy) discover(ctx context.Context, req agentkit.TeamUpRequest, found
 	}
 	out := make([]discovered, 0, len(res))
 	for _, r := range res {
-		d := discovered{Name: r.Name, Description: clip(oneLine(r.Description), 300), Score: float64(int(r.Score*1000)) / 1000}
+		d := discovered{Name: r.Name, Description: clip(oneLine(r.Description), 300), Score: float64(int(r.Score*1000)) / 1000,
+			Match: float64(int(r.Match*1000)) / 1000, LowMatch: r.Match < p.cfg.MinMatch}
 		found[r.Name] = d
 		out = append(out, d)
 	}

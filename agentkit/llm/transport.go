@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,9 +22,17 @@ var ErrResponseTooLarge = errors.New("llm: response too large")
 const maxBackoff = 10 * time.Second
 
 // transport is the http.RoundTripper under every model client: each attempt
-// under its own timeout, retries on 429, 5xx, timeouts and connection
-// failures with exponential backoff, a capped response body, and one debug
-// line per attempt with no headers, so no key can reach a log.
+// under its own timeout, retries with exponential backoff of what is safe to
+// send again, a capped response body, and one debug line per attempt with no
+// headers, so no key can reach a log.
+//
+// A completion is billed once the provider has run it, so an attempt is
+// sent again only when it cannot have run: the request never left (a
+// refused or failed connection), or the server answered that it did not
+// serve it (429, 500, 502, 503, with Retry-After honoured). An attempt that
+// timed out or broke after the request was written may be generating, and
+// a 504 comes from a gateway whose upstream may have run it: those are not
+// retried, the caller gets the error (and the policies their fallback).
 type transport struct {
 	base *http.Transport
 	cfg  Config
@@ -56,9 +65,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
 		}
+		var wrote atomic.Bool
+		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+		}))
 		start := time.Now()
 		resp, err := t.base.RoundTrip(r)
-		retry, wait := t.retryable(ctx, resp, err)
+		retry, wait := t.retryable(ctx, resp, err, wrote.Load())
 		status := 0
 		if resp != nil {
 			status = resp.StatusCode
@@ -99,15 +112,15 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // retryable says whether an attempt may succeed if made again, and how
 // long the server asked us to wait.
-func (t *transport) retryable(ctx context.Context, resp *http.Response, err error) (bool, time.Duration) {
+func (t *transport) retryable(ctx context.Context, resp *http.Response, err error, wrote bool) (bool, time.Duration) {
 	if ctx.Err() != nil {
 		return false, 0
 	}
 	if err != nil {
-		var ne net.Error
-		return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF), 0
+		return !wrote, 0 // sent again only if it never left
 	}
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable:
 		var wait time.Duration
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 			wait = time.Duration(s) * time.Second

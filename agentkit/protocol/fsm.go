@@ -1,6 +1,9 @@
 package protocol
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // State is a chat's phase, IoA's five states.
 type State string
@@ -55,6 +58,7 @@ type Chat struct {
 	Outcome     string      `json:"outcome,omitempty"` // goal status once concluded
 	Reason      string      `json:"reason,omitempty"`
 	Conclusion  string      `json:"conclusion,omitempty"`
+	Undone      []string    `json:"undone,omitempty"` // the conclusion's parts nobody could do
 }
 
 // IsMember reports whether name is in the team.
@@ -125,6 +129,14 @@ func Apply(c Chat, m AgentMessage) (Chat, error) {
 		}
 	} else if !c.IsMember(m.Sender) && !(m.Type == MsgTaskResult && m.Sender == SystemSender) {
 		return c, Errorf(ErrNotMember, "%q is not a member of chat %s", m.Sender, c.CommID)
+	}
+	if len(m.Undone) > 0 && m.Type != MsgConclusion {
+		return c, Errorf(ErrInvalid, "undone belongs in a conclusion, not in a %s message", m.Type)
+	}
+	for _, u := range m.Undone {
+		if strings.TrimSpace(u) == "" {
+			return c, Errorf(ErrInvalid, "undone: an empty part")
+		}
 	}
 	n := c.clone()
 	var err error
@@ -265,6 +277,7 @@ func (c *Chat) applyTurn(m AgentMessage) error {
 		c.State, c.Speaker, c.Resume, c.Waiting = StatePause, "", m.Sender, slices.Clone(m.Triggers)
 	case MsgConclusion:
 		c.conclude(GoalConcluded, "", m.Content)
+		c.Undone = slices.Clone(m.Undone)
 		if c.FinalTurn {
 			c.Reason = "turn_limit"
 		}

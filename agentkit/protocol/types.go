@@ -25,6 +25,11 @@ type AgentCard struct {
 	NestedTeams    bool              `json:"nested_teams,omitempty"`
 	MaxConcurrency int               `json:"max_concurrency,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
+	// Incarnation changes each time the agent's process starts (any id of
+	// up to 64 [A-Za-z0-9_-]). A registration with a new one tells the
+	// referee that the old process is gone: the work it held is handed to
+	// the new one at once, not after the heartbeat TTL.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // Validate checks the card's required fields and enumerations. Size limits
@@ -46,6 +51,11 @@ func (c *AgentCard) Validate() error {
 	}
 	if c.MaxConcurrency < 0 {
 		return Errorf(ErrInvalid, "max_concurrency must not be negative")
+	}
+	if c.Incarnation != "" {
+		if err := CheckID("incarnation", c.Incarnation); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -108,8 +118,20 @@ type SearchResult struct {
 	Type         string   `json:"type"`
 	Tags         []string `json:"tags"`
 	Score        float64  `json:"score"`
-	Online       bool     `json:"online"`
+	// Match is how well the card covers the query on an absolute scale in
+	// [0,1] (score only ranks the results of one query). A policy compares
+	// it with its min_match to decide that no agent fits a task.
+	Match  float64 `json:"match"`
+	Online bool    `json:"online"`
 }
+
+// DefaultMinMatch is the match a registry result needs for the built-in
+// policies to give it a task (registry.min_match). It was calibrated on the
+// development set registry/search/testdata/discovery-dev as the threshold
+// with the fewest errors of both kinds together: a correct best match
+// refused, and a wrong best match accepted when the right agent is absent
+// (see docs/architecture.md, "No capable agent").
+const DefaultMinMatch = 0.26
 
 // SearchReply answers registry.search.
 type SearchReply struct {
@@ -224,6 +246,26 @@ type GoalListReply struct {
 	Goals []GoalStatus `json:"goals"`
 }
 
+// Health statuses: an orchestrator answers <p>.health with starting until
+// its goal service is open, then ready.
+const (
+	HealthStarting = "starting"
+	HealthReady    = "ready"
+)
+
+// Health answers <p>.health. Any answer means the orchestrator is alive;
+// Ready means its goal endpoints are open: the agents it was told to expect
+// (the coordinator and the configured agents) are registered and online and
+// the registry has loaded its index.
+type Health struct {
+	Status string `json:"status"`
+	Ready  bool   `json:"ready"`
+	// Waiting lists the expected agents not yet registered and online.
+	Waiting []string `json:"waiting,omitempty"`
+	// Since is when the instance started (starting) or became ready.
+	Since time.Time `json:"since"`
+}
+
 // Usage counts model calls and tokens.
 type Usage struct {
 	LLMCalls         int `json:"llm_calls"`
@@ -246,7 +288,19 @@ type GoalResult struct {
 	Turns      int      `json:"turns"`
 	Usage      Usage    `json:"usage"`
 	Elapsed    Duration `json:"elapsed"`
+	// Outcome says how much of what the goal asked for was done:
+	// succeeded, partial or failed; Reason says why when it is not
+	// succeeded, and Undone lists the parts that were not done.
+	Outcome string   `json:"outcome,omitempty"`
+	Undone  []string `json:"undone,omitempty"`
 }
+
+// Goal outcomes, beside the status of an ended goal.
+const (
+	OutcomeSucceeded = "succeeded" // every task done
+	OutcomePartial   = "partial"   // some done, some failed, skipped or given to nobody
+	OutcomeFailed    = "failed"    // nothing the goal asked for was done
+)
 
 // GoalStatus is a goal's record in KV ioa_goals and the reply of goal.get.
 type GoalStatus struct {
@@ -271,6 +325,7 @@ type GoalStatus struct {
 	Deadline  time.Time   `json:"deadline,omitzero"`
 	Children  []string    `json:"children"`
 	Result    *GoalResult `json:"result,omitempty"`
+	Outcome   string      `json:"outcome,omitempty"` // once ended: Result.Outcome
 }
 
 // Goal event kinds.
@@ -299,6 +354,7 @@ type GoalEvent struct {
 	Child   string        `json:"child_goal_id,omitempty"`
 	Result  *GoalResult   `json:"result,omitempty"`
 	Usage   *Usage        `json:"usage,omitempty"`
+	Outcome string        `json:"outcome,omitempty"` // the end events: Result.Outcome
 }
 
 // Team-up payloads (docs/protocol.md section 7).
@@ -415,6 +471,9 @@ type AgentMessage struct {
 	Attempt        int         `json:"attempt,omitempty"`
 	Launcher       string      `json:"launcher,omitempty"` // system start
 	Goal           string      `json:"goal,omitempty"`     // system start
+	// Undone lists, in a conclusion, the parts of the goal the launcher
+	// gave to nobody because no registered agent can do them.
+	Undone []string `json:"undone,omitempty"`
 }
 
 // SendReply answers an outbox request.

@@ -11,23 +11,27 @@ import (
 type Item struct {
 	TaskID   string
 	Async    bool
-	Assignee string
+	Assignee string // empty: no registered agent can do it, so nobody is given it
 	Text     string
 }
 
-var itemRE = regexp.MustCompile(`^([A-Za-z0-9_-]{1,64}) \[(async|sync)\] ([a-z0-9][a-z0-9_-]{0,63}): (.+)$`)
+var itemRE = regexp.MustCompile(`^([A-Za-z0-9_-]{1,64}) \[(async|sync|none)\] ([a-z0-9][a-z0-9_-]{0,63}|-): (.+)$`)
 
 // FormatPlan writes a plan as the chat's updated_plan, one item a line:
-// "t1 [async] weather: get the weather in Paris". The launcher reads it back
-// from its replica on later turns, so the plan survives a restart.
+// "t1 [async] weather: get the weather in Paris", and "t2 [none] -: write a
+// haiku" for a part nobody is given. The launcher reads it back from its
+// replica on later turns, so the plan survives a restart.
 func FormatPlan(items []Item) string {
 	lines := make([]string, len(items))
 	for i, it := range items {
-		mode := "sync"
+		mode, who := "sync", it.Assignee
 		if it.Async {
 			mode = "async"
 		}
-		lines[i] = fmt.Sprintf("%s [%s] %s: %s", it.TaskID, mode, it.Assignee, it.Text)
+		if who == "" {
+			mode, who = "none", "-"
+		}
+		lines[i] = fmt.Sprintf("%s [%s] %s: %s", it.TaskID, mode, who, it.Text)
 	}
 	return strings.Join(lines, "\n")
 }
@@ -41,7 +45,11 @@ func ParsePlan(plan string) []Item {
 		if m == nil {
 			continue
 		}
-		items = append(items, Item{TaskID: m[1], Async: m[2] == "async", Assignee: m[3], Text: m[4]})
+		it := Item{TaskID: m[1], Async: m[2] == "async", Assignee: m[3], Text: m[4]}
+		if m[2] == "none" || m[3] == "-" {
+			it.Async, it.Assignee = false, ""
+		}
+		items = append(items, it)
 	}
 	return items
 }

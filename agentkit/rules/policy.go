@@ -21,6 +21,11 @@ type Config struct {
 	// SearchLimit is how many agents team-up asks the registry for per
 	// clause (default 5).
 	SearchLimit int
+	// MinMatch is the registry match (protocol.SearchResult.Match) an agent
+	// needs for a clause to be given to it: a clause no registered agent
+	// matches that well is given to nobody, and the conclusion says so.
+	// Zero means protocol.DefaultMinMatch; negative: no threshold.
+	MinMatch float64
 }
 
 // Policy is the rules policy. It keeps no state: everything it needs is in
@@ -37,11 +42,17 @@ func New(cfg Config) *Policy {
 	if cfg.SearchLimit <= 0 {
 		cfg.SearchLimit = 5
 	}
+	if cfg.MinMatch == 0 {
+		cfg.MinMatch = protocol.DefaultMinMatch
+	}
 	return &Policy{cfg: cfg}
 }
 
-// TeamUp takes the team the goal names, or else the registry's best match
-// for each clause of the goal, never the launcher itself.
+// TeamUp takes the team the goal names, or else, for each clause of the
+// goal, the registry's best-ranked agent whose match reaches MinMatch, never
+// the launcher itself. A clause no agent matches well enough adds nobody; a
+// goal none of whose clauses does gets a team of the launcher alone, which
+// concludes that no registered agent can do it.
 func (p *Policy) TeamUp(ctx context.Context, req agentkit.TeamUpRequest) (agentkit.TeamUpDecision, error) {
 	self := req.Self.Name
 	var members []string
@@ -64,12 +75,9 @@ func (p *Policy) TeamUp(ctx context.Context, req agentkit.TeamUpRequest) (agentk
 		if err != nil {
 			return agentkit.TeamUpDecision{}, fmt.Errorf("rules: team-up: %w", err)
 		}
-		if i := slices.IndexFunc(res, func(r protocol.SearchResult) bool { return r.Name != self }); i >= 0 {
+		if i := slices.IndexFunc(res, func(r protocol.SearchResult) bool { return r.Name != self && p.capable(r) }); i >= 0 {
 			add(res[i].Name)
 		}
-	}
-	if len(members) == 0 {
-		return agentkit.TeamUpDecision{}, fmt.Errorf("rules: no agent in the registry can take on %q (register agents, e.g. ioa serve --config configs/demo.yaml)", req.Goal)
 	}
 	return agentkit.TeamUpDecision{Members: members}, nil
 }
@@ -94,6 +102,12 @@ func (p *Policy) NextMessage(ctx context.Context, t agentkit.Turn) (protocol.Age
 		return p.planMessage(ctx, t), nil
 	}
 	return nextStep(c, items), nil
+}
+
+// capable reports whether a search result matches its query well enough to
+// be given the work.
+func (p *Policy) capable(r protocol.SearchResult) bool {
+	return p.cfg.MinMatch < 0 || r.Match >= p.cfg.MinMatch
 }
 
 func (p *Policy) memberReply(t agentkit.Turn) protocol.AgentMessage {
@@ -140,24 +154,33 @@ func (p *Policy) planMessage(ctx context.Context, t agentkit.Turn) protocol.Agen
 	}
 }
 
-// assign picks the member for a clause: the registry's best-ranked member of
-// the team other than the launcher, else the member whose card shares the
-// most words with the clause, else the launcher itself.
+// assign picks the member for a clause: nobody ("") when no registered
+// agent matches it well enough (MinMatch); else the registry's best-ranked
+// member of the team other than the launcher that matches it well enough,
+// or the best-ranked member at all (the team the goal named); without an
+// answer from the registry, the member whose card shares the most words
+// with the clause, else the launcher itself.
 func (p *Policy) assign(ctx context.Context, t agentkit.Turn, text string) string {
 	self := t.Self.Name
 	others := slices.DeleteFunc(slices.Clone(t.Chat.Members), func(n string) bool { return n == self })
-	if len(others) == 0 {
-		return self
-	}
 	if t.Registry != nil {
 		res, err := t.Registry.Search(ctx, protocol.SearchRequest{Query: text, Limit: 100, Exclude: []string{self}})
 		if err == nil {
+			if !slices.ContainsFunc(res, p.capable) {
+				return "" // no registered agent can do it
+			}
+			if i := slices.IndexFunc(res, func(r protocol.SearchResult) bool { return slices.Contains(others, r.Name) && p.capable(r) }); i >= 0 {
+				return res[i].Name
+			}
 			for _, r := range res {
 				if slices.Contains(others, r.Name) {
 					return r.Name
 				}
 			}
 		}
+	}
+	if len(others) == 0 {
+		return self
 	}
 	best, bestScore := self, 0
 	want := words(text)
@@ -192,6 +215,7 @@ func words(s string) map[string]bool {
 // nextStep follows the plan from the task board.
 func nextStep(c *protocol.Chat, items []Item) protocol.AgentMessage {
 	var batch []protocol.Task
+	items = slices.DeleteFunc(slices.Clone(items), func(it Item) bool { return it.Assignee == "" })
 	for _, it := range items {
 		if _, ok := c.Task(it.TaskID); it.Async && !ok {
 			batch = append(batch, protocol.Task{TaskID: it.TaskID, Assignee: it.Assignee, TaskAbstract: it.Text, TaskDesc: it.Text})
@@ -252,8 +276,23 @@ func describe(text string, tasks []protocol.TaskState) string {
 	return b.String()
 }
 
+// conclusion reports every task, then the parts of the plan nobody was
+// given because no registered agent can do them (also in Undone, for the
+// goal's outcome).
 func conclusion(c *protocol.Chat) protocol.AgentMessage {
-	text := agentkit.TaskReport(c.Tasks)
+	var undone []string
+	for _, it := range ParsePlan(c.Plan) {
+		if it.Assignee == "" {
+			undone = append(undone, it.Text)
+		}
+	}
+	var lines []string
+	if len(c.Tasks) > 0 || len(undone) == 0 {
+		lines = append(lines, agentkit.TaskReport(c.Tasks))
+	}
+	for _, u := range undone {
+		lines = append(lines, fmt.Sprintf("%s: NOT DONE: no registered agent can do this; it needs an agent able to: %s", u, u))
+	}
 	failed := 0
 	for _, t := range c.Tasks {
 		if t.Status != protocol.TaskCompleted {
@@ -261,9 +300,9 @@ func conclusion(c *protocol.Chat) protocol.AgentMessage {
 		}
 	}
 	if failed > 0 {
-		text += fmt.Sprintf("\nNote: %d of %d tasks did not complete.", failed, len(c.Tasks))
+		lines = append(lines, fmt.Sprintf("Note: %d of %d tasks did not complete.", failed, len(c.Tasks)))
 	}
-	return protocol.AgentMessage{Type: protocol.MsgConclusion, Content: text}
+	return protocol.AgentMessage{Type: protocol.MsgConclusion, Content: strings.Join(lines, "\n"), Undone: undone}
 }
 
 func taskIDs(ts []protocol.Task) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ioa-nats/ioa/agentkit"
@@ -13,8 +14,10 @@ import (
 )
 
 // ranking is a Searcher with fixed answers per query; the best first.
+// Every result matches well (0.9) unless its name is in weak (0.1).
 type ranking struct {
 	byQuery map[string][]string
+	weak    []string
 	calls   int
 	err     error
 }
@@ -27,7 +30,11 @@ func (r *ranking) Search(_ context.Context, req protocol.SearchRequest) ([]proto
 	var out []protocol.SearchResult
 	for _, n := range r.byQuery[req.Query] {
 		if !slices.Contains(req.Exclude, n) && (req.Limit == 0 || len(out) < req.Limit) {
-			out = append(out, protocol.SearchResult{Name: n, Score: 1 / float64(len(out)+1)})
+			m := 0.9
+			if slices.Contains(r.weak, n) {
+				m = 0.1
+			}
+			out = append(out, protocol.SearchResult{Name: n, Score: 1 / float64(len(out)+1), Match: m})
 		}
 	}
 	return out, nil
@@ -234,6 +241,31 @@ func TestTeamUp(t *testing.T) {
 			t.Errorf("members %v, want %v", got.Members, want)
 		}
 	})
+	t.Run("a weak best match adds nobody", func(t *testing.T) {
+		r := registry()
+		r.weak = []string{"outsider", "census"}
+		got, err := rules.New(rules.Config{}).TeamUp(t.Context(), agentkit.TeamUpRequest{Self: self, Goal: goal, Registry: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// weather: sky; population: census is weak, sky next; summarize:
+		// outsider is weak, scribe next.
+		if want := []string{"sky", "scribe"}; !slices.Equal(got.Members, want) {
+			t.Errorf("members %v, want %v", got.Members, want)
+		}
+	})
+	t.Run("nobody matches: the launcher alone, no error", func(t *testing.T) {
+		r := registry()
+		r.weak = []string{"sky", "census", "outsider", "scribe"}
+		got, err := rules.New(rules.Config{}).TeamUp(t.Context(), agentkit.TeamUpRequest{Self: self, Goal: goal, Registry: r})
+		if err != nil || len(got.Members) != 0 {
+			t.Errorf("got %v, %v; want no members and no error", got.Members, err)
+		}
+		got, err = rules.New(rules.Config{MinMatch: -1}).TeamUp(t.Context(), agentkit.TeamUpRequest{Self: self, Goal: goal, Registry: r})
+		if want := []string{"sky", "census", "outsider"}; err != nil || !slices.Equal(got.Members, want) {
+			t.Errorf("without a threshold: got %v, %v; want %v", got.Members, err, want)
+		}
+	})
 	t.Run("team size is capped", func(t *testing.T) {
 		got, err := rules.New(rules.Config{MaxTeam: 2}).TeamUp(t.Context(), agentkit.TeamUpRequest{Self: self, Goal: goal, Registry: registry()})
 		if err != nil || !slices.Equal(got.Members, []string{"sky"}) {
@@ -280,5 +312,54 @@ func TestNeedsTeam(t *testing.T) {
 				t.Errorf("got %v, %v; want %v", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestNoCapableAgent: a clause no registered agent matches well enough is
+// given to nobody; the launcher concludes saying so, and lists it in
+// undone, beside the tasks that ran.
+func TestNoCapableAgent(t *testing.T) {
+	lead := protocol.AgentCard{Name: "lead"}
+	r := registry()
+	r.weak = []string{"outsider", "scribe"} // nobody can summarize
+	p := rules.New(rules.Config{})
+	c := chat(func(c *protocol.Chat) { c.Plan = "" })
+	got, err := p.NextMessage(t.Context(), agentkit.Turn{Self: lead, Chat: c, Registry: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "t1 [async] sky: Get the weather in Rome\nt2 [async] census: find the population of Rome\nt3 [none] -: summarize them"
+	if got.UpdatedPlan != want {
+		t.Fatalf("plan %q, want %q", got.UpdatedPlan, want)
+	}
+	items := rules.ParsePlan(got.UpdatedPlan)
+	if len(items) != 3 || items[2].Assignee != "" || items[2].Async || rules.FormatPlan(items) != want {
+		t.Fatalf("the plan does not read back: %+v", items)
+	}
+	// Both tasks done: the launcher concludes with the undone part.
+	c = chat(func(c *protocol.Chat) {
+		c.Plan = want
+		c.Tasks = []protocol.TaskState{
+			{Task: protocol.Task{TaskID: "t1", Assignee: "sky", TaskAbstract: "Get the weather in Rome"}, Async: true, Status: protocol.TaskCompleted, Result: "sunny"},
+			{Task: protocol.Task{TaskID: "t2", Assignee: "census", TaskAbstract: "find the population of Rome"}, Async: true, Status: protocol.TaskCompleted, Result: "2.8 million"},
+		}
+	})
+	got, err = p.NextMessage(t.Context(), agentkit.Turn{Self: lead, Chat: c, Registry: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Type != protocol.MsgConclusion || !slices.Equal(got.Undone, []string{"summarize them"}) ||
+		!strings.Contains(got.Content, "summarize them: NOT DONE: no registered agent can do") || !strings.Contains(got.Content, "Get the weather in Rome: sunny") {
+		t.Fatalf("conclusion %+v", got)
+	}
+	m := got
+	m.Sender, m.Seq = "lead", c.LastSeq+1
+	ended, err := protocol.Apply(c, m)
+	if err != nil {
+		t.Fatalf("the FSM refuses the conclusion: %v", err)
+	}
+	outcome, reason, undone := protocol.GoalOutcome(ended.Outcome, &ended)
+	if outcome != protocol.OutcomePartial || !slices.Equal(undone, []string{"summarize them"}) || !strings.Contains(reason, "2 of 3 parts done") {
+		t.Fatalf("outcome %s (%s), undone %v", outcome, reason, undone)
 	}
 }

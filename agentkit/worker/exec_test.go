@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,9 @@ func helper(mode string) int {
 		child.Env = append(os.Environ(), "IOA_EXEC_HELPER=sleep-child")
 		child.Stdout = os.Stdout
 		_ = child.Start()
+		if f := os.Getenv("IOA_EXEC_PIDFILE"); f != "" && child.Process != nil {
+			_ = os.WriteFile(f, []byte(strconv.Itoa(child.Process.Pid)), 0o600)
+		}
 		time.Sleep(time.Minute)
 	case "sleep-child":
 		time.Sleep(time.Minute)
@@ -121,16 +126,38 @@ func TestExecNonZeroExit(t *testing.T) {
 
 func TestExecTimeoutKillsGroup(t *testing.T) {
 	w := helperExec("sleep")
-	w.Timeout = 200 * time.Millisecond
-	start := time.Now()
+	// Long enough for the helper to start its child and say so, even on a
+	// loaded machine.
+	w.Timeout = 5 * time.Second
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	w.Env = append(w.Env, "IOA_EXEC_PIDFILE="+pidFile)
 	_, err := w.Run(t.Context(), task())
 	if !errors.Is(err, worker.ErrTimeout) {
 		t.Fatalf("got %v, want ErrTimeout", err)
 	}
-	// WaitDelay is 1s; a surviving child holding stdout would push past it.
-	if d := time.Since(start); d > 900*time.Millisecond {
-		t.Fatalf("Run took %v: the process group was not killed", d)
+	// The grandchild held stdout and would have slept a minute: the group
+	// kill took it down too.
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the helper did not start its child: %v", err)
 	}
+	pid, _ := strconv.Atoi(string(b))
+	for i := 0; alive(pid); i++ {
+		if i == 500 {
+			t.Fatalf("child %d of the timed-out worker is still running: the process group was not killed", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid runs (a zombie waiting to be reaped does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return len(f) > 2 && f[2] != "Z" && f[2] != "X"
 }
 
 func TestExecOutputCap(t *testing.T) {

@@ -83,6 +83,7 @@ func Permissions(role Role, name, p string) (jwt.Permissions, error) {
 	}
 	var perm jwt.Permissions
 	inbox := InboxPrefix(name) + ".>"
+	health := p + ".health" // readiness, for every role
 	switch role {
 	case Admin:
 		perm.Pub.Allow.Add(">")
@@ -91,7 +92,7 @@ func Permissions(role Role, name, p string) (jwt.Permissions, error) {
 		a := p + ".agent." + name
 		// Its own subtree: the outbox, history and chats requests (and its
 		// own inboxes, which fools no one but itself).
-		perm.Pub.Allow.Add(a+".>", p+".teamup."+name, p+".goal.submit."+name)
+		perm.Pub.Allow.Add(a+".>", p+".teamup."+name, p+".goal.submit."+name, health)
 		for _, e := range registryWrites {
 			perm.Pub.Allow.Add(p + ".registry." + e + "." + name)
 		}
@@ -104,12 +105,13 @@ func Permissions(role Role, name, p string) (jwt.Permissions, error) {
 		for _, e := range goalEndpoints {
 			perm.Pub.Allow.Add(p + ".goal." + e + "." + name)
 		}
+		perm.Pub.Allow.Add(health)
 		for _, e := range registryReads {
 			perm.Pub.Allow.Add(p + ".registry." + e)
 		}
 		perm.Sub.Allow.Add(inbox)
 	case Observer:
-		perm.Pub.Allow.Add(p+".goal.get", p+".goal.list")
+		perm.Pub.Allow.Add(p+".goal.get", p+".goal.list", health)
 		for _, e := range registryReads {
 			perm.Pub.Allow.Add(p + ".registry." + e)
 		}

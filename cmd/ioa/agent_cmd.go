@@ -16,7 +16,7 @@ import (
 func newAgentCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "Run agents against a NATS server, or list the built-in workers",
+		Short: "Run agents against a NATS server, issue their credentials, or list the built-in workers",
 	}
 	run := &cobra.Command{
 		Use:   "run",

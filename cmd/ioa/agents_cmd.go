@@ -188,10 +188,10 @@ func newAgentsSearchCmd() *cobra.Command {
 			opt := renderOptionsFor(out)
 			p := palette{opt.Color}
 			tb := table{pal: p}
-			tb.header("SCORE", "NAME", "TYPE", "ONLINE", "DESCRIPTION")
+			tb.header("SCORE", "MATCH", "NAME", "TYPE", "ONLINE", "DESCRIPTION")
 			for _, r := range reply.Results {
-				tb.add(fmt.Sprintf("%.3f", r.Score), r.Name, firstNonEmpty(r.Type, "-"), onlineMark(p, r.Online),
-					trimLine(firstLine(r.Description), descWidth(opt, 38+len(r.Name))))
+				tb.add(fmt.Sprintf("%.3f", r.Score), fmt.Sprintf("%.3f", r.Match), r.Name, firstNonEmpty(r.Type, "-"), onlineMark(p, r.Online),
+					trimLine(firstLine(r.Description), descWidth(opt, 45+len(r.Name))))
 			}
 			return tb.write(out)
 		},

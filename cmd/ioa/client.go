@@ -179,7 +179,7 @@ func (c *clientConn) requestWithin(ctx context.Context, timeout time.Duration, s
 	case err == nil:
 		return nil
 	case errors.Is(err, protocol.ErrUnavailable):
-		return fmt.Errorf("no service answers on %s at %s: is \"ioa serve\" running there?", subject, c.url)
+		return fmt.Errorf("no service answers on %s at %s: is \"ioa serve\" running there, and ready (ioa serve --check)?", subject, c.url)
 	case errors.As(err, &pe) && pe.Message != "":
 		return plainError{pe.Message, err}
 	case errors.Is(err, context.DeadlineExceeded):

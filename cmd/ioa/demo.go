@@ -88,7 +88,7 @@ func runDemo(cmd *cobra.Command, _ []string) error {
 	for _, a := range cfg.Agents {
 		names = append(names, a.Name)
 	}
-	if err := st.waitAgentsOnline(ctx, names); err != nil {
+	if err := st.waitReady(ctx, nil); err != nil {
 		return err
 	}
 	where := "in-process only"

@@ -66,5 +66,5 @@ func extraPolicy(cfg *configs.Config, name string) (agentkit.Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return llm.New(m, llm.PolicyConfig{MaxTeam: cfg.Limits.MaxTeamSize, Logger: newLogger(cfg)}), nil
+	return llm.New(m, llm.PolicyConfig{MaxTeam: cfg.Limits.MaxTeamSize, MinMatch: minMatch(cfg), Logger: newLogger(cfg)}), nil
 }

@@ -26,6 +26,7 @@ const (
 	exitFailed      = 2
 	exitCancelled   = 3
 	exitTimedOut    = 4
+	exitPartial     = 5
 	exitInterrupted = 130
 )
 
@@ -44,8 +45,10 @@ func newGoalCmd() *cobra.Command {
 team that forms, every chat message, the tasks and their results, the nested
 sub-teams and the conclusion.
 
-The exit status says how the goal ended: 0 concluded, 2 failed, 3 cancelled,
-4 timed out, 1 for usage or connection errors. Interrupting (Ctrl-C) stops
+The exit status says how the goal ended: 0 concluded with every part done
+(outcome succeeded), 5 concluded with part of it done (partial), 2 failed
+(or concluded having done none of it), 3 cancelled, 4 timed out, 1 for usage
+or connection errors. Interrupting (Ctrl-C) stops
 following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 		Example: `  ioa goal "Convert 5 km to miles"
   ioa goal "Multiply 12 x 7, then write a report" --team multiplier,report-writer
@@ -268,7 +271,15 @@ func goalExit(res protocol.GoalResult) error {
 	if !ok {
 		return exitCode{exitUsage, fmt.Sprintf("goal %s ended with unknown status %q", res.GoalID, res.Status)}
 	}
+	// A goal that concluded is judged by its outcome (a server without
+	// outcomes sends none: concluded is success there).
 	if c == exitConcluded {
+		switch res.Outcome {
+		case protocol.OutcomePartial:
+			return exitCode{exitPartial, fmt.Sprintf("goal %s concluded, partly done: %s", res.GoalID, res.Reason)}
+		case protocol.OutcomeFailed:
+			return exitCode{exitFailed, fmt.Sprintf("goal %s concluded having done nothing it asked: %s", res.GoalID, res.Reason)}
+		}
 		return nil
 	}
 	msg := fmt.Sprintf("goal %s %s", res.GoalID, strings.ReplaceAll(res.Status, "_", " "))

@@ -73,7 +73,7 @@ func newGoalsLsCmd() *cobra.Command {
 			opt := renderOptionsFor(out)
 			p := palette{opt.Color}
 			tb := table{pal: p}
-			tb.header("ID", "STATUS", "AGE", "TEAM", "GOAL")
+			tb.header("ID", "STATUS", "OUTCOME", "AGE", "TEAM", "GOAL")
 			now := time.Now()
 			for _, g := range reply.Goals {
 				id := g.GoalID
@@ -81,8 +81,8 @@ func newGoalsLsCmd() *cobra.Command {
 					id += p.dim(" ↑" + g.ParentGoalID)
 				}
 				team := strings.Join(g.Team, ",")
-				tb.add(id, statusText(p, g.Status), fmtAge(now.Sub(g.CreatedAt)), trimLine(team, 30),
-					trimLine(firstLine(g.Goal), descWidth(opt, 50+visibleLen(id)+min(len(team), 30))))
+				tb.add(id, statusText(p, g.Status, g.Outcome), outcomeText(p, g.Outcome), fmtAge(now.Sub(g.CreatedAt)), trimLine(team, 30),
+					trimLine(firstLine(g.Goal), descWidth(opt, 60+visibleLen(id)+min(len(team), 30))))
 			}
 			return tb.write(out)
 		},
@@ -124,7 +124,10 @@ func writeGoalStatus(w io.Writer, p palette, st protocol.GoalStatus) {
 		}
 	}
 	row("goal:", p.bold(st.GoalID))
-	row("status:", statusText(p, st.Status))
+	row("status:", statusText(p, st.Status, st.Outcome))
+	if st.Outcome != "" {
+		row("outcome:", outcomeText(p, st.Outcome))
+	}
 	row("launcher:", st.Launcher)
 	row("team:", strings.Join(st.Team, ", "))
 	row("chat:", st.CommID)
@@ -186,7 +189,15 @@ func newGoalsCancelCmd() *cobra.Command {
 	return cmd
 }
 
-func statusText(p palette, s string) string {
+// statusText colours a status by how the goal went: a goal that concluded
+// having done only part of its work, or none, is not green.
+func statusText(p palette, s, outcome string) string {
+	switch {
+	case s == protocol.GoalConcluded && outcome == protocol.OutcomePartial:
+		return p.yellow(s)
+	case s == protocol.GoalConcluded && outcome == protocol.OutcomeFailed:
+		return p.red(s)
+	}
 	switch s {
 	case protocol.GoalConcluded:
 		return p.green(s)
@@ -196,6 +207,19 @@ func statusText(p palette, s string) string {
 		return p.yellow(s)
 	}
 	return p.cyan(s)
+}
+
+// outcomeText colours an outcome: green, yellow or red; "-" while running.
+func outcomeText(p palette, o string) string {
+	switch o {
+	case protocol.OutcomeSucceeded:
+		return p.green(o)
+	case protocol.OutcomePartial:
+		return p.yellow(o)
+	case protocol.OutcomeFailed:
+		return p.red(o)
+	}
+	return p.dim("-")
 }
 
 // fmtAge prints how long ago something happened, coarsely.

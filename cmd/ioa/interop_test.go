@@ -71,7 +71,7 @@ func TestServeWithInteropWorkersAndFrontDoor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.shutdown()
-	if err := st.waitAgentsOnline(t.Context(), []string{"coordinator", "files", "shouter", "report-writer"}); err != nil {
+	if err := st.waitReady(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
 	var info protocol.AgentInfo

@@ -33,11 +33,7 @@ func TestServeWithGarbageModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.shutdown()
-	names := []string{cfg.Orchestrator.Coordinator}
-	for _, a := range cfg.Agents {
-		names = append(names, a.Name)
-	}
-	if err := st.waitAgentsOnline(t.Context(), names); err != nil {
+	if err := st.waitReady(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)

@@ -380,11 +380,8 @@ func (r *goalRenderer) subOutcome(g *goalView, res protocol.GoalResult) {
 	if !r.text() {
 		return
 	}
-	mark := r.pal.green("✔")
-	if res.Status != protocol.GoalConcluded {
-		mark = r.pal.red("✗")
-	}
-	line := fmt.Sprintf("%s sub-goal %s %s · %s", mark, g.id, res.Status, r.pal.dim(summary(res)))
+	mark, status := endMark(r.pal, res)
+	line := fmt.Sprintf("%s sub-goal %s %s · %s", mark, g.id, status, r.pal.dim(summary(res)))
 	if res.Reason != "" {
 		line += ": " + res.Reason
 	}
@@ -399,22 +396,38 @@ func (r *goalRenderer) outcome(res protocol.GoalResult) {
 		return
 	}
 	p := r.pal
-	switch res.Status {
-	case protocol.GoalConcluded:
-		fmt.Fprintf(r.w, "%s %s\n", p.green("✔"), p.bold("concluded"))
-	default:
-		line := fmt.Sprintf("%s %s", p.red("✗"), p.bold(res.Status))
-		if res.Reason != "" {
-			line += ": " + res.Reason
-		}
-		fmt.Fprintln(r.w, line)
+	mark, status := endMark(p, res)
+	line := fmt.Sprintf("%s %s", mark, p.bold(status))
+	if res.Reason != "" {
+		line += ": " + res.Reason
 	}
+	fmt.Fprintln(r.w, line)
 	if c := strings.TrimSpace(res.Conclusion); c != "" {
 		for l := range strings.SplitSeq(c, "\n") {
 			fmt.Fprintf(r.w, "    %s\n", l)
 		}
 	}
 	fmt.Fprintf(r.w, "  %s\n", p.dim(summary(res)))
+}
+
+// endMark is the mark and the words for how a goal ended: a green ✔ only
+// when it concluded having done everything; a yellow ◐ when it did part of
+// it; a red ✗ when it did nothing, failed, was cancelled or timed out.
+func endMark(p palette, res protocol.GoalResult) (mark, status string) {
+	status = strings.ReplaceAll(res.Status, "_", " ")
+	if res.Status == protocol.GoalConcluded {
+		switch res.Outcome {
+		case protocol.OutcomePartial:
+			return p.yellow("◐"), status + " · partial"
+		case protocol.OutcomeFailed:
+			return p.red("✗"), status + " · failed"
+		}
+		return p.green("✔"), status
+	}
+	if res.Outcome == protocol.OutcomePartial {
+		status += " · partial"
+	}
+	return p.red("✗"), status
 }
 
 // summary is the usage line of a result.

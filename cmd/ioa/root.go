@@ -26,7 +26,7 @@ tasks finish, spin off nested sub-teams and conclude.`,
 		Example: `  ioa demo                         # watch a team of agents solve a goal
   ioa serve                        # run everything; NATS on 127.0.0.1:4222
   ioa goal "Convert 5 km to miles" # submit a goal to a running server
-  nats req ioa.goal.submit 'Convert 5 km to miles'`,
+  nats --creds data/creds/admin.creds req ioa.goal.submit 'Convert 5 km to miles'`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

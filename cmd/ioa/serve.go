@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"time"
 
+	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/configs"
 	"github.com/spf13/cobra"
@@ -18,17 +22,30 @@ func newServeCmd() *cobra.Command {
 JetStream on --data-dir and listens on --listen, so the nats CLI and other
 processes can join. With --nats-url it uses that server or cluster instead.
 Stopping and starting again on the same data dir keeps every goal, chat and
-agent card.`,
+agent card.
+
+serve says it is ready once a goal can run: the coordinator and every
+configured agent registered and online, the registry's index loaded. Until
+then the goal subjects have no responders. It prints a "ready:" line, logs
+"ready: goal service open", and the orchestrator answers <prefix>.health
+with {"status":"ready","ready":true} (before that {"status":"starting",
+"waiting":[...]}). A supervisor asks with "ioa serve --check" (exit 0 ready,
+1 not ready or not reachable), optionally waiting: --check --wait 30s.`,
 		Example: `  ioa serve
   ioa serve --listen 0.0.0.0:4222 --data-dir /var/lib/ioa
   ioa serve --nats-url nats://nats1:4222,nats://nats2:4222
   ioa serve --a2a 127.0.0.1:8080       # and the A2A front door
-  IOA_CONFIG=configs/demo.yaml ioa serve`,
+  IOA_CONFIG=configs/demo.yaml ioa serve
+  ioa serve --check --wait 30s && ioa goal "Compute 6 * 7"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd)
 			if err != nil {
 				return err
+			}
+			if check, _ := cmd.Flags().GetBool("check"); check {
+				wait, _ := cmd.Flags().GetDuration("wait")
+				return checkHealth(cmd, wait)
 			}
 			return serve(cmd.Context(), cmd, cfg)
 		},
@@ -36,7 +53,62 @@ agent card.`,
 	configs.AddFlags(cmd.Flags())
 	cmd.Flags().Bool("insecure", false, "accept connections without credentials (development only) [$IOA_INSECURE]")
 	cmd.Flags().String("a2a", "", "serve the A2A front door (agent cards, goals as A2A tasks) on this host:port, e.g. 127.0.0.1:8080 [$IOA_A2A_LISTEN]")
+	cmd.Flags().Bool("check", false, "do not serve: ask the running server (--nats-url, or --listen) whether it is ready; exit 0 ready, 1 not")
+	cmd.Flags().Duration("wait", 0, "with --check: keep asking until ready or this much time has passed")
 	return cmd
+}
+
+// checkHealth asks <prefix>.health of a running server until it says ready
+// or wait has passed; not ready (or no answer) is exit status 1.
+func checkHealth(cmd *cobra.Command, wait time.Duration) error {
+	if wait < 0 {
+		return fmt.Errorf("--wait %s is negative", wait)
+	}
+	deadline := time.Now().Add(wait)
+	out := cmd.OutOrStdout()
+	var last error
+	for {
+		h, err := askHealth(cmd)
+		switch {
+		case err == nil && h.Ready:
+			fmt.Fprintf(out, "ready since %s\n", h.Since.Format(time.RFC3339))
+			return nil
+		case err == nil:
+			last = fmt.Errorf("not ready (%s): waiting for %s", h.Status, strings.Join(h.Waiting, ", "))
+		default:
+			last = err
+		}
+		if !time.Now().Before(deadline) {
+			return exitCode{code: 1, msg: last.Error()}
+		}
+		select {
+		case <-cmd.Context().Done():
+			return exitCode{code: 1, msg: last.Error()}
+		case <-time.After(min(250*time.Millisecond, time.Until(deadline))):
+		}
+	}
+}
+
+func askHealth(cmd *cobra.Command) (protocol.Health, error) {
+	var h protocol.Health
+	c, err := dialClient(cmd)
+	if err != nil {
+		return h, err
+	}
+	defer c.Close()
+	subject := c.subj.Health()
+	ctx, cancel := context.WithTimeout(cmd.Context(), clientRequestTimeout)
+	defer cancel()
+	if err := bus.Request(ctx, c.nc, subject, nil, &h); err != nil {
+		if errors.Is(err, bus.ErrNoResponders) {
+			return h, fmt.Errorf("NATS at %s answers, but no orchestrator answers on %s yet (starting, or orchestrator.enabled is false)", c.url, subject)
+		}
+		return h, fmt.Errorf("%s at %s: %v", subject, c.url, err)
+	}
+	if h.Status == "" {
+		return h, fmt.Errorf("%s answered without a status", subject)
+	}
+	return h, nil
 }
 
 func busConfig(c *configs.Config) bus.Config {
@@ -64,6 +136,7 @@ func busConfig(c *configs.Config) bus.Config {
 
 func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	log := newLogger(cfg)
+	start := time.Now()
 	st, err := startStack(ctx, cfg, stackOptions{services: true, a2a: true}, log)
 	if err != nil {
 		return err
@@ -92,6 +165,18 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	fmt.Fprintf(out, "registry: %s   orchestrator: %s (coordinator %q, %s policy)   agents: %d configured\n",
 		onOff(st.reg != nil), onOff(st.orch != nil), cfg.Orchestrator.Coordinator, cfg.CoordinatorPolicy(), len(cfg.Agents))
 	p := b.Subjects().Prefix()
+	if err := st.waitReady(ctx, func(err error) { fmt.Fprintln(out, err) }); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if st.orch != nil {
+		fmt.Fprintf(out, "ready in %s: goal service on %s.goal.*, coordinator and %d agents online (%s.health says ready)\n",
+			time.Since(start).Round(time.Millisecond), p, len(cfg.Agents), p)
+	} else {
+		fmt.Fprintf(out, "ready in %s: %d agents registered\n", time.Since(start).Round(time.Millisecond), len(cfg.Agents))
+	}
 	fmt.Fprintf(out, "submit a goal:  nats req %s.goal.submit 'your goal'   (or: ioa goal 'your goal')\n", p)
 	fmt.Fprintf(out, "follow chats:   nats sub '%s.chat.>'\n", p)
 	if f := st.a2a; f != nil {

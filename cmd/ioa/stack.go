@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit"
@@ -28,6 +29,7 @@ type stack struct {
 	reg    *registry.Service
 	orch   *orchestrator.Service
 	cancel context.CancelFunc
+	rt     *agentkit.Runtime
 	agents chan error // the agent runtime's result
 	log    *slog.Logger
 	// closers end the agents' outside sessions (MCP servers, A2A clients)
@@ -99,7 +101,15 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 	}
 	if opt.services && cfg.Orchestrator.Enabled {
 		l := cfg.Limits
+		// The goal service opens once the coordinator and every configured
+		// agent is registered and online: a goal submitted the moment it
+		// answers finds its team.
+		expect := []string{cfg.Orchestrator.Coordinator}
+		for _, a := range agents {
+			expect = append(expect, a.Card.Name)
+		}
 		s.orch, err = orchestrator.New(s.bus, orchestrator.Config{
+			Expect:      expect,
 			Coordinator: cfg.Orchestrator.Coordinator, MaxTurns: l.MaxTurns, MaxDepth: depthConfig(l.MaxDepth),
 			MaxTeamSize: l.MaxTeamSize, GoalTimeout: l.GoalTimeout, SpeakerTimeout: l.SpeakerTimeout,
 			TaskTimeout: l.TaskTimeout, MaxChatMessages: l.MaxChatMessages, AgentRate: l.AgentRate,
@@ -151,6 +161,7 @@ func (s *stack) runAgents(cfg *configs.Config, agents []agentkit.Agent) error {
 	if err != nil {
 		return err
 	}
+	s.rt = rt
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.agents = make(chan error, 1)
@@ -158,25 +169,48 @@ func (s *stack) runAgents(cfg *configs.Config, agents []agentkit.Agent) error {
 	return nil
 }
 
-// waitAgentsOnline returns once the registry lists every name as online.
-func (s *stack) waitAgentsOnline(ctx context.Context, names []string) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	for _, n := range names {
-		for {
-			var info protocol.AgentInfo
-			err := bus.Request(ctx, s.bus.Conn(), s.bus.Subjects().Registry(bus.RegistryGet), protocol.NameRequest{Name: n}, &info)
-			if err == nil && info.Online {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("agent %s did not come online: %v", n, err)
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
+// readyTimeout bounds how long serve and demo wait for their agents to
+// register before saying which ones are missing.
+const readyTimeout = 30 * time.Second
+
+// waitReady returns once the goal service is open (the coordinator and the
+// configured agents registered and online) or, without an orchestrator,
+// once the agents are registered. If the agents stop first it fails. After
+// readyTimeout it fails too, saying what it still waits for, unless slow is
+// given: then slow is told and the wait goes on.
+func (s *stack) waitReady(ctx context.Context, slow func(error)) error {
+	var ready <-chan struct{}
+	switch {
+	case s.orch != nil:
+		ready = s.orch.Ready()
+	case s.rt != nil:
+		ready = s.rt.Ready()
+	default:
+		return nil
 	}
-	return nil
+	t := time.NewTicker(readyTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-ready:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-s.agents:
+			s.agents <- err // shutdown reads it again
+			return fmt.Errorf("the agents stopped before the goal service opened: %v", err)
+		case <-t.C:
+		}
+		err := fmt.Errorf("not ready after %s: the agents have not all registered (see the log)", readyTimeout)
+		if s.orch != nil {
+			err = fmt.Errorf("not ready after %s: waiting for %s to register and come online (see the log)",
+				readyTimeout, strings.Join(s.orch.Health().Waiting, ", "))
+		}
+		if slow == nil {
+			return err
+		}
+		slow(err)
+	}
 }
 
 // shutdown stops the parts in reverse order: agents first, so they
@@ -282,7 +316,16 @@ func workerFor(cfg *configs.Config, a configs.Agent, sandbox string) (agentkit.W
 func policyFor(cfg *configs.Config, name string) (agentkit.Policy, error) {
 	switch name {
 	case "", "rules":
-		return rules.New(rules.Config{MaxTeam: cfg.Limits.MaxTeamSize}), nil
+		return rules.New(rules.Config{MaxTeam: cfg.Limits.MaxTeamSize, MinMatch: minMatch(cfg)}), nil
 	}
 	return extraPolicy(cfg, name)
+}
+
+// minMatch is registry.min_match for the policies, where 0 means the
+// default and a negative value no check.
+func minMatch(cfg *configs.Config) float64 {
+	if cfg.Registry.MinMatch == 0 {
+		return -1
+	}
+	return cfg.Registry.MinMatch
 }

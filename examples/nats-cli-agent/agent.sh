@@ -13,7 +13,8 @@
 #
 # Environment: NATS_URL, NATS_CREDS (the agent's .creds file, from
 # `ioa agent add rot13`; none for an insecure server), AGENT_NAME (rot13),
-# IOA_PREFIX (ioa), HEARTBEAT seconds (10), NATS (the nats binary).
+# IOA_PREFIX (ioa), HEARTBEAT seconds (10), WORK_DELAY seconds per task (0),
+# NATS (the nats binary).
 #
 # It registers, heartbeats and deregisters on the identity-bound subjects
 # <p>.registry.<endpoint>.<name>, the only ones its credentials allow.
@@ -23,6 +24,7 @@ NATS_URL=${NATS_URL:-nats://127.0.0.1:4222}
 NAME=${AGENT_NAME:-rot13}
 P=${IOA_PREFIX:-ioa}
 HEARTBEAT=${HEARTBEAT:-10}
+WORK_DELAY=${WORK_DELAY:-0} # seconds each task takes (for trying restarts)
 NATS=${NATS:-nats}
 
 log() { printf '%s %s: %s\n' "$(date -u +%H:%M:%S)" "$NAME" "$*" >&2; }
@@ -91,7 +93,13 @@ unjson() {
 
 # --- the agent -------------------------------------------------------------
 
-CARD='{"name":'"$(json_str "$NAME")"',"description":"Encodes and decodes text with ROT13, the letter substitution cipher that rotates each letter by 13 places.","capabilities":["rot13","caesar cipher","encode text","decode text"],"type":"tool","tags":["text","cipher","bash","example"],"max_concurrency":1,"metadata":{"language":"bash"}}'
+# A new incarnation on every start: registering with it tells the referee that
+# an earlier process of this agent is gone, and the referee hands this one the
+# turn and the tasks that process held (this script keeps no state across
+# restarts and needs none).
+INCARNATION="i$(date +%s%N)$$"
+
+CARD='{"name":'"$(json_str "$NAME")"',"description":"Encodes and decodes text with ROT13, the letter substitution cipher that rotates each letter by 13 places.","capabilities":["rot13","caesar cipher","encode text","decode text"],"type":"tool","tags":["text","cipher","bash","example"],"max_concurrency":1,"metadata":{"language":"bash"},"incarnation":'"$(json_str "$INCARNATION")"'}'
 
 register() {
 	local out
@@ -166,9 +174,14 @@ handle() {
 			[[ $(str ".tasks[$i].assignee") == "$NAME" ]] || continue
 			id=$(str ".tasks[$i].task_id")
 			desc=$(str ".tasks[$i].task_desc")
+			# The referee sends an assignment again (a nudge, a hand-back):
+			# this process does each task once.
+			[[ -e $STATE/$comm.$id.taken ]] && continue
+			: >"$STATE/$comm.$id.taken"
 			if [[ $type == async_task_assign ]]; then
 				send "$comm" '{"v":1,"id":'"$(json_str "$NAME-$comm-$id-progress")"',"type":"task_progress","task_id":'"$(json_str "$id")"',"content":"working on it"}'
 			fi
+			((WORK_DELAY > 0)) && sleep "$WORK_DELAY"
 			result=$(work "$desc")
 			send "$comm" '{"v":1,"id":'"$(json_str "$NAME-$comm-$id-result")"',"type":"task_result","task_id":'"$(json_str "$id")"',"task_status":"completed","task_conclusion":'"$(json_str "$result")"'}'
 		done

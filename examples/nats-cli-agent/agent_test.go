@@ -66,6 +66,33 @@ func TestBashAgent(t *testing.T) {
 	if !errors.Is(err, protocol.ErrNotFound) {
 		t.Errorf("after the script stopped, registry.get: %v (online %v), want not_found", err, info.Online)
 	}
+
+	// Killed in the middle of a task and started again: the new process,
+	// which remembers nothing, is handed the task and the goal concludes.
+	creds := s.Creds(t, agentName, auth.Agent)
+	slow := startScript(t, bash, natsCLI, s.URL, creds, "WORK_DELAY=600")
+	s.WaitOnline(t, agentName)
+	var sub protocol.SubmitReply
+	if err := s.Request(t, s.Bus.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: "Encode 'crash test' with ROT13.", Team: []string{agentName}}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	stacktest.WaitFor(t, "the task to reach the script", func() bool { return strings.Contains(slow.log(), "sync_task_assign from") })
+	slow.kill()
+	startScript(t, bash, natsCLI, s.URL, creds)
+	var st protocol.GoalStatus
+	stacktest.WaitFor(t, "the goal to end after the restart", func() bool {
+		return s.Request(t, s.Bus.Subjects().Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: sub.GoalID}, &st) == nil && protocol.GoalEnded(st.Status)
+	})
+	if st.Status != protocol.GoalConcluded || st.Result == nil || !strings.Contains(st.Result.Conclusion, "'penfu grfg'") {
+		t.Fatalf("goal after the restart: %s %+v", st.Status, st.Result)
+	}
+}
+
+// kill ends the script's process group at once, as a crash would.
+func (s *script) kill() {
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	err := <-s.done
+	s.done <- err // for the cleanup
 }
 
 // findNATS returns the nats CLI from PATH or $(go env GOPATH)/bin, where
@@ -94,10 +121,11 @@ type script struct {
 
 // startScript runs agent.sh in its own process group; whatever happens, the
 // group is killed when the test ends.
-func startScript(t *testing.T, bash, natsCLI, url, creds string) *script {
+func startScript(t *testing.T, bash, natsCLI, url, creds string, env ...string) *script {
 	t.Helper()
 	cmd := exec.Command(bash, "agent.sh")
 	cmd.Env = append(os.Environ(), "NATS_URL="+url, "NATS_CREDS="+creds, "NATS="+natsCLI, "AGENT_NAME="+agentName, "IOA_PREFIX=ioa", "HEARTBEAT=1")
+	cmd.Env = append(cmd.Env, env...)
 	out := &stacktest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -97,6 +97,13 @@ func (s *Stack) RunAgents(t testing.TB, opts []agentkit.Option, agents ...agentk
 	if err != nil {
 		t.Fatalf("stacktest: %v", err)
 	}
+	s.RunAgentsOn(t, nc, opts, agents...)
+}
+
+// RunAgentsOn is RunAgents on a connection of the test's own, such as one
+// with an agent's credentials (Dial).
+func (s *Stack) RunAgentsOn(t testing.TB, nc *nats.Conn, opts []agentkit.Option, agents ...agentkit.Agent) {
+	t.Helper()
 	rt, err := agentkit.NewRuntime(nc, s.Bus.Subjects(), agents, opts...)
 	if err != nil {
 		t.Fatalf("stacktest: runtime: %v", err)

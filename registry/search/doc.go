@@ -14,6 +14,12 @@
 // centred on the mean card, which keeps generic cards from becoming hubs, and
 // query and card words are weighted by how few cards share them.
 //
+// Each hit also has a Match, on an absolute scale in [0,1]: the soft
+// word-by-word match of task and card in both directions, with task words that
+// have no vector counted when a card uses them verbatim. Scores rank; the
+// match says whether any card fits at all (TestMinMatchCalibration measures
+// it on the development set).
+//
 // Evaluate, LoadAgents, LoadQueries and BM25Baseline measure a ranker on a
 // labelled set such as registry/search/testdata/discovery-dev.
 package search

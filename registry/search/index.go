@@ -38,6 +38,13 @@ type Query struct {
 type Hit struct {
 	Name  string
 	Score float64
+	// Match says, on an absolute scale in [0,1], how well the card covers
+	// the task: the soft word-by-word match of task and card (each task word
+	// against its closest card word and back, weighted by how specific the
+	// words are). Score only ranks the cards of one query (the best is
+	// always near 1); Match can be compared with a threshold to decide that
+	// no card fits at all.
+	Match float64
 }
 
 // DefaultLimit is the number of hits returned when Query.Limit is not set.
@@ -298,6 +305,7 @@ type prepared struct {
 	terms []queryTerm
 	vec   []float32 // nil for the local embedder until the index is locked
 	soft  []softTerm
+	oov   []oovTerm
 }
 
 func (ix *Index) prepare(ctx context.Context, text string) (prepared, bool, error) {
@@ -365,6 +373,7 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 	}
 
 	total := make(map[int32]float64)
+	match := make(map[int32]float64)
 	bufs := ix.getBufs()
 	defer ix.bufs.Put(bufs)
 	for _, p := range preps {
@@ -373,13 +382,14 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 			return nil, err
 		}
 		for id, s := range cands {
-			total[id] += s / float64(len(preps))
+			total[id] += s.score / float64(len(preps))
+			match[id] += s.match / float64(len(preps))
 		}
 	}
 
 	hits := make([]Hit, 0, len(total))
 	for id, s := range total {
-		hits = append(hits, Hit{Name: ix.slots[id].name, Score: min(1, max(0, s))})
+		hits = append(hits, Hit{Name: ix.slots[id].name, Score: min(1, max(0, s)), Match: min(1, max(0, match[id]))})
 	}
 	slices.SortFunc(hits, func(a, b Hit) int {
 		if c := cmp.Compare(b.Score, a.Score); c != 0 {
@@ -397,16 +407,18 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 type cand struct {
 	id               int32
 	dense, lex, soft float64
+	match            float64 // the absolute match (softScores)
 	scale            float64 // 1/|card - mean card|, for the centred cosine
 }
 
 // searchOne gathers the candidates for one query text, the nearest vectors
 // and the best lexical matches, and fuses their signals into a score in [0,1].
-func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *searchBufs) (map[int32]float64, error) {
+func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *searchBufs) (map[int32]signals, error) {
 	wd := ix.opts.denseWeight
 	n := len(ix.slots)
 	want := max(4*limit, minPool)
 	p.soft = ix.softTerms(p.ts)
+	p.oov = ix.oovTerms(p.ts)
 	if ix.local {
 		p.vec = ix.queryVector(p.ts)
 	}
@@ -474,7 +486,7 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 			cs[i].dense = float64(sims[id]) * cs[i].scale
 		}
 	}
-	ix.addSoft(cs, p.soft, denseOn)
+	ix.addSoft(cs, p.soft, p.oov, denseOn)
 	fused := ix.fuse(cs, denseOn)
 	// Pseudo-relevance feedback: the best cards of the first pass pull the
 	// query vector towards the vocabulary of the domain it is about, which
@@ -495,8 +507,20 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 		}
 		fused = ix.fuse(cs, denseOn)
 	}
-	return fused, nil
+	out := make(map[int32]signals, len(cs))
+	for _, c := range cs {
+		m := c.match
+		if len(p.soft) == 0 && len(p.oov) == 0 {
+			m = 1 // no word of the text says anything of the cards: nothing to judge by
+		}
+		out[c.id] = signals{score: fused[c.id], match: m}
+	}
+	return out, nil
 }
+
+// signals are what a query text says of one candidate: its fused rank
+// score and its absolute match.
+type signals struct{ score, match float64 }
 
 const (
 	prfAlpha = 1.0 // weight of the feedback cards' mean against the query
@@ -508,7 +532,7 @@ const (
 // rest, already ranked below them by the two views, get the lowest soft score.
 const maxSoftPool = 100
 
-func (ix *Index) addSoft(cs []cand, qs []softTerm, denseOn bool) {
+func (ix *Index) addSoft(cs []cand, qs []softTerm, oov []oovTerm, denseOn bool) {
 	ids := make([]int32, len(cs))
 	for i, c := range cs {
 		ids[i] = c.id
@@ -520,13 +544,16 @@ func (ix *Index) addSoft(cs []cand, qs []softTerm, denseOn bool) {
 	}
 	soft := make(map[int32]float64, len(ids))
 	low := math.Inf(1)
-	for i, s := range ix.softScores(ids, qs) {
+	scores, matches := ix.softScores(ids, qs, oov)
+	match := make(map[int32]float64, len(ids))
+	for i, s := range scores {
 		soft[ids[i]] = s
+		match[ids[i]] = matches[i]
 		low = min(low, s)
 	}
 	for i := range cs {
 		if s, ok := soft[cs[i].id]; ok {
-			cs[i].soft = s
+			cs[i].soft, cs[i].match = s, match[cs[i].id]
 		} else {
 			cs[i].soft = low
 		}

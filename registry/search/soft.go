@@ -1,5 +1,7 @@
 package search
 
+import "slices"
+
 // Soft matching: each query word is matched to its most similar word of the
 // card in WordNet vector space, so "cancel" meets "churn" even when the
 // averaged card vector is dominated by other words. It scores the candidates
@@ -8,6 +10,32 @@ package search
 type softTerm struct {
 	id     int32
 	weight float64
+}
+
+// oovTerm is a query word without a word vector (a name, jargon such as
+// "rot13") that some card uses verbatim: the match counts it as covered by
+// the cards that have it. Words no card uses (numbers, file names) are left
+// out, as they say nothing about who can do the task.
+type oovTerm struct {
+	term   int32 // lexical term id
+	weight float64
+}
+
+func (ix *Index) oovTerms(ts []term) []oovTerm {
+	seen := map[int32]bool{}
+	var out []oovTerm
+	for _, t := range ts {
+		if t.vec >= 0 {
+			continue
+		}
+		id, ok := ix.text.terms[t.stem]
+		if !ok || seen[id] || len(ix.text.postings[id]) == 0 {
+			continue
+		}
+		seen[id] = true
+		out = append(out, oovTerm{term: id, weight: t.idf * ix.text.specificity(len(ix.text.postings[id]))})
+	}
+	return out
 }
 
 const (
@@ -59,15 +87,21 @@ func (ix *Index) softTerms(ts []term) []softTerm {
 // same in the card-to-query direction. Words are weighted by their WordNet
 // IDF times their specificity in the index, so that words most cards share
 // ("data", "help") neither make a task look like every card nor a card look
-// like every task.
-func (ix *Index) softScores(ids []int32, qs []softTerm) []float64 {
+// like every task. The second slice is the same with the query words that
+// have no vector (oov) counted too, as found in the card verbatim or not:
+// the card's absolute match (Hit.Match).
+func (ix *Index) softScores(ids []int32, qs []softTerm, oov []oovTerm) ([]float64, []float64) {
 	out := make([]float64, len(ids))
-	if len(qs) == 0 {
-		return out
+	match := make([]float64, len(ids))
+	if len(qs) == 0 && len(oov) == 0 {
+		return out, match
 	}
-	var wsum float64
+	var wsum, osum float64
 	for _, q := range qs {
 		wsum += q.weight
+	}
+	for _, o := range oov {
+		osum += o.weight
 	}
 	lex := ix.an.lex
 	qvs := make([][]float32, len(qs))
@@ -98,7 +132,16 @@ func (ix *Index) softScores(ids []int32, qs []softTerm) []float64 {
 		for i, q := range qs {
 			s += q.weight * max(0, float64(best[i])-softFloor)
 		}
-		out[k] = s / wsum
+		var o float64
+		for _, q := range oov {
+			if slices.Contains(ix.text.docTerms[id], q.term) {
+				o += q.weight * (1 - softFloor)
+			}
+		}
+		if wsum > 0 {
+			out[k] = s / wsum
+		}
+		match[k] = (s + o) / (wsum + osum)
 		if len(ix.slots[id].words) > 0 {
 			var c, cw float64
 			sl := &ix.slots[id]
@@ -113,8 +156,9 @@ func (ix *Index) softScores(ids []int32, qs []softTerm) []float64 {
 			}
 			if cw > 0 {
 				out[k] = (1-softBidir)*out[k] + softBidir*c/cw
+				match[k] = (1-softBidir)*match[k] + softBidir*c/cw
 			}
 		}
 	}
-	return out
+	return out, match
 }

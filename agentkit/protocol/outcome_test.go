@@ -1,0 +1,67 @@
+package protocol
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestGoalOutcome(t *testing.T) {
+	task := func(id, who, status, result string) TaskState {
+		return TaskState{Task: Task{TaskID: id, Assignee: who, TaskAbstract: "do " + id}, Status: status, Result: result}
+	}
+	tests := []struct {
+		name, status string
+		chat         *Chat
+		outcome      string
+		reason       []string // parts of the reason
+		undone       []string
+	}{
+		{"every task done", GoalConcluded, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "ok"), task("t2", "b", TaskCompleted, "ok")}},
+			OutcomeSucceeded, nil, nil},
+		{"no tasks, nothing undone", GoalConcluded, &Chat{}, OutcomeSucceeded, nil, nil},
+		{"one of two failed", GoalConcluded, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "ok"), task("t2", "b", TaskFailed, "disk full\nmore")}},
+			OutcomePartial, []string{"1 of 2 parts done", "t2 (b) failed: disk full"}, []string{"do t2"}},
+		{"all failed", GoalConcluded, &Chat{Tasks: []TaskState{task("t1", "a", TaskFailed, "")}},
+			OutcomeFailed, []string{"0 of 1 parts done", "t1 (a) failed"}, []string{"do t1"}},
+		{"nobody could do it", GoalConcluded, &Chat{Undone: []string{"write a haiku"}},
+			OutcomeFailed, []string{"0 of 1 parts done", `no registered agent can do "write a haiku"`}, []string{"write a haiku"}},
+		{"done, unfinished and undone", GoalConcluded, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "ok"), task("t2", "b", TaskCancelled, "")}, Undone: []string{"x"}},
+			OutcomePartial, []string{"1 of 3 parts done", "t2 (b) did not finish", `no registered agent can do "x"`}, []string{"do t2", "x"}},
+		{"timed out after some work", GoalTimedOut, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "ok"), task("t2", "b", TaskCancelled, "")}},
+			OutcomePartial, []string{"1 of 2 parts done"}, []string{"do t2"}},
+		{"failed before a chat", GoalFailed, nil, OutcomeFailed, nil, nil},
+		{"cancelled, nothing done", GoalCancelled, &Chat{}, OutcomeFailed, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			outcome, reason, undone := GoalOutcome(tt.status, tt.chat)
+			if outcome != tt.outcome || !slices.Equal(undone, tt.undone) {
+				t.Errorf("got %s %v (%q), want %s %v", outcome, undone, reason, tt.outcome, tt.undone)
+			}
+			for _, part := range tt.reason {
+				if !strings.Contains(reason, part) {
+					t.Errorf("reason %q lacks %q", reason, part)
+				}
+			}
+			if tt.reason == nil && reason != "" {
+				t.Errorf("reason %q, want none", reason)
+			}
+		})
+	}
+}
+
+func TestUndoneOnlyInAConclusion(t *testing.T) {
+	c := Chat{CommID: "c1", Launcher: "lead", Members: []string{"lead"}, State: StateDiscussion, Speaker: "lead", MaxTurns: 5, LastSeq: 1}
+	_, err := Apply(c, AgentMessage{Type: MsgDiscussion, Sender: "lead", Seq: 2, Content: "hm", NextSpeaker: []string{"lead"}, Undone: []string{"x"}})
+	if err == nil || !strings.Contains(err.Error(), "undone belongs in a conclusion") {
+		t.Fatalf("undone in a discussion: err = %v", err)
+	}
+	if _, err := Apply(c, AgentMessage{Type: MsgConclusion, Sender: "lead", Seq: 2, Undone: []string{" "}}); err == nil {
+		t.Fatal("an empty undone part was accepted")
+	}
+	n, err := Apply(c, AgentMessage{Type: MsgConclusion, Sender: "lead", Seq: 2, Content: "done", Undone: []string{"x"}})
+	if err != nil || !slices.Equal(n.Undone, []string{"x"}) || n.Outcome != GoalConcluded {
+		t.Fatalf("conclusion with undone: %+v, %v", n, err)
+	}
+}
