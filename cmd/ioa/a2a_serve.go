@@ -97,7 +97,7 @@ func startA2A(cfg *configs.Config, b *bus.Bus, log *slog.Logger) (*a2aFrontDoor,
 		return nil, err
 	}
 	f.door, err = a2a.NewServer(a2a.ServerConfig{
-		NC: nc, Subj: b.Subjects(), As: as, BaseURL: f.base, Token: token,
+		NC: nc, Subj: b.Subjects(), As: as, BaseURL: f.base, Token: token, Coordinator: cfg.Orchestrator.Coordinator,
 		Version: version, Logger: log.With("service", "a2a"),
 	})
 	if err != nil {

@@ -67,6 +67,9 @@ type ServerConfig struct {
 	Token string
 	// Version is the cards' version (default "dev").
 	Version string
+	// Coordinator names the launcher of goals (orchestrator.coordinator):
+	// it is left out of the front door's skills and gets no card of its own.
+	Coordinator string
 	// GoalTimeout, when set, is asked for each goal (the server's
 	// limits.goal_timeout applies anyway).
 	GoalTimeout time.Duration
@@ -145,7 +148,7 @@ func (s *Server) security(card *a2a.AgentCard) {
 		return
 	}
 	card.SecuritySchemes = a2a.NamedSecuritySchemes{
-		SchemeName: a2a.HTTPAuthSecurityScheme{Scheme: "Bearer", Description: "the token ioa serve printed and keeps in <data-dir>/creds/a2a.token"},
+		SchemeName: a2a.HTTPAuthSecurityScheme{Scheme: "Bearer", Description: "the token in <data-dir>/creds/a2a.token of the ioa serve (the path is printed at start)"},
 	}
 	card.Security = []a2a.SecurityRequirements{{SchemeName: a2a.SecuritySchemeScopes{}}}
 }
@@ -164,7 +167,7 @@ func (s *Server) FrontDoorCard(ctx context.Context) (*a2a.AgentCard, error) {
 		Examples:    []string{"Convert 42 km to miles. Then write a Markdown report of the results."},
 	}}
 	for _, a := range list.Agents {
-		if a.Type == protocol.TypeHuman {
+		if a.Type == protocol.TypeHuman || a.Name == s.cfg.Coordinator {
 			continue
 		}
 		skills = append(skills, a2a.AgentSkill{
@@ -196,6 +199,9 @@ func (s *Server) FrontDoorCard(ctx context.Context) (*a2a.AgentCard, error) {
 // team of that agent (and the coordinator); its skills are the agent's
 // capabilities.
 func (s *Server) AgentCard(ctx context.Context, name string) (*a2a.AgentCard, error) {
+	if name == s.cfg.Coordinator {
+		return nil, fmt.Errorf("%w: %s launches the goals of the front door; it has no card of its own", protocol.ErrNotFound, name)
+	}
 	info, err := s.c.Agent(ctx, name)
 	if err != nil {
 		return nil, err
@@ -317,7 +323,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if name != "" {
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		_, err := s.c.Agent(ctx, name)
+		_, err := s.AgentCard(ctx, name)
 		cancel()
 		if err != nil {
 			httpError(w, err)

@@ -69,7 +69,7 @@ func door(t *testing.T, goalTimeout time.Duration) (*stacktest.Stack, string) {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	srv, err := a2a.NewServer(a2a.ServerConfig{NC: nc, Subj: s.Bus.Subjects(), BaseURL: base, Token: doorToken, GoalTimeout: goalTimeout})
+	srv, err := a2a.NewServer(a2a.ServerConfig{NC: nc, Subj: s.Bus.Subjects(), BaseURL: base, Token: doorToken, GoalTimeout: goalTimeout, Coordinator: "coordinator"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +116,9 @@ func TestFrontDoorCardsAndGoals(t *testing.T) {
 	if _, ok := card.SecuritySchemes[a2a.SchemeName].(sdk.HTTPAuthSecurityScheme); !ok || len(card.Security) != 1 {
 		t.Errorf("security: %+v %+v", card.SecuritySchemes, card.Security)
 	}
-	if !slices.ContainsFunc(card.Skills, func(k sdk.AgentSkill) bool { return k.Name == "doubler" && slices.Contains(k.Tags, "double a word") }) {
-		t.Errorf("skills %+v lack the doubler", card.Skills)
+	if !slices.ContainsFunc(card.Skills, func(k sdk.AgentSkill) bool { return k.Name == "doubler" && slices.Contains(k.Tags, "double a word") }) ||
+		slices.ContainsFunc(card.Skills, func(k sdk.AgentSkill) bool { return k.Name == "coordinator" }) {
+		t.Errorf("skills %+v: want the doubler, not the coordinator", card.Skills)
 	}
 
 	// A blocking message/send: the goal runs to its end.
@@ -280,17 +281,20 @@ func TestFrontDoorWire(t *testing.T) {
 	if res, _ := v["result"].(map[string]any); res == nil || res["status"].(map[string]any)["state"] != "rejected" {
 		t.Errorf("empty message: %v", v)
 	}
-	// An agent that is not registered has no card and no endpoint.
-	resp, err := http.Get(base + "/agents/ghost/.well-known/agent-card.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 404 {
-		t.Errorf("ghost card: %d", resp.StatusCode)
-	}
-	if status, _ := post(t, base+"/agents/ghost/a2a", doorToken, example); status != 404 {
-		t.Errorf("ghost endpoint: %d", status)
+	// An agent that is not registered, and the coordinator, have no card
+	// and no endpoint.
+	for _, name := range []string{"ghost", "coordinator"} {
+		resp, err := http.Get(base + "/agents/" + name + "/.well-known/agent-card.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Errorf("%s card: %d", name, resp.StatusCode)
+		}
+		if status, _ := post(t, base+"/agents/"+name+"/a2a", doorToken, example); status != 404 {
+			t.Errorf("%s endpoint: %d", name, status)
+		}
 	}
 }
 
