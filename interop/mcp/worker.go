@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ioa-nats/ioa/agentkit"
@@ -148,6 +149,12 @@ func (w *Worker) connectLocked(ctx context.Context) error {
 		return fmt.Errorf("mcp %s: the server offers no tools", w.where())
 	}
 	w.session, w.tools = s, tools
+	// A server that goes away between tasks is noticed here, so the next
+	// task starts a new one.
+	go func() {
+		_ = s.Wait()
+		w.drop(s)
+	}()
 	return nil
 }
 
@@ -244,7 +251,11 @@ func (w *Worker) Run(ctx context.Context, t agentkit.Task) (agentkit.Result, err
 	case err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded):
 		return agentkit.Result{}, fmt.Errorf("mcp %s: tool %s: %w after %v", w.where(), call.Tool, ErrTimeout, timeout)
 	case err != nil:
-		if errors.Is(err, sdk.ErrConnectionClosed) {
+		// The server answered with a JSON-RPC error (unknown tool, bad
+		// arguments): the session is fine. Anything else (the server
+		// died, the transport broke): start a new session next time.
+		var werr *jsonrpc.Error
+		if !errors.As(err, &werr) {
 			w.drop(s)
 		}
 		return agentkit.Result{}, fmt.Errorf("mcp %s: tool %s: %w", w.where(), call.Tool, err)
