@@ -40,7 +40,7 @@ var flagKeys = map[string]string{
 	FlagNATSURL: "bus.nats_url",
 	FlagCreds:   "bus.creds_file",
 	"insecure":  "bus.insecure", // ioa serve only
-	"a2a":       "a2a.listen",   // ioa serve only
+	"http":      "a2a.listen",   // ioa serve only
 }
 
 // envAliases are the short environment names documented for scripts, in
@@ -52,7 +52,7 @@ var envAliases = map[string][]string{
 	"bus.prefix":     {"IOA_PREFIX", "IOA_BUS_PREFIX"},
 	"bus.creds_file": {"IOA_CREDS", "IOA_BUS_CREDS_FILE"},
 	"bus.insecure":   {"IOA_INSECURE", "IOA_BUS_INSECURE"},
-	"a2a.listen":     {"IOA_A2A_LISTEN"},
+	"a2a.listen":     {"IOA_HTTP_LISTEN", "IOA_A2A_LISTEN"},
 }
 
 // Load reads the defaults, then the file named by --config or $IOA_CONFIG

@@ -34,7 +34,7 @@ with {"status":"ready","ready":true} (before that {"status":"starting",
 		Example: `  ioa serve
   ioa serve --listen 0.0.0.0:4222 --data-dir /var/lib/ioa
   ioa serve --nats-url nats://nats1:4222,nats://nats2:4222
-  ioa serve --a2a 127.0.0.1:8080       # and the A2A front door
+  ioa serve --http 127.0.0.1:8080       # and the A2A front door
   IOA_CONFIG=configs/demo.yaml ioa serve
   ioa serve --check --wait 30s && ioa goal "Compute 6 * 7"`,
 		Args: cobra.NoArgs,
@@ -52,7 +52,7 @@ with {"status":"ready","ready":true} (before that {"status":"starting",
 	}
 	configs.AddFlags(cmd.Flags())
 	cmd.Flags().Bool("insecure", false, "accept connections without credentials (development only) [$IOA_INSECURE]")
-	cmd.Flags().String("a2a", "", "serve the A2A front door (agent cards, goals as A2A tasks) on this host:port, e.g. 127.0.0.1:8080 [$IOA_A2A_LISTEN]")
+	cmd.Flags().String("http", "", "serve HTTP on this host:port, e.g. 127.0.0.1:8080: the A2A front door (agent cards, goals as A2A tasks) [$IOA_HTTP_LISTEN]")
 	cmd.Flags().Bool("check", false, "do not serve: ask the running server (--nats-url, or --listen) whether it is ready; exit 0 ready, 1 not")
 	cmd.Flags().Duration("wait", 0, "with --check: keep asking until ready or this much time has passed")
 	return cmd
