@@ -182,7 +182,7 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	if f := st.a2a; f != nil {
 		fmt.Fprintf(out, "A2A:            %s%s (goals submitted as %q)\n", f.base, "/.well-known/agent-card.json", cfg.A2A.As)
 		if f.tokenFile != "" {
-			fmt.Fprintf(out, "  bearer token in %s:  curl -H \"Authorization: Bearer $(cat %s)\" %s/a2a ...\n", f.tokenFile, absPath(f.tokenFile), f.base)
+			fmt.Fprintf(out, "  bearer token:   curl -H \"Authorization: Bearer $(cat %s)\" %s/a2a ...\n", absPath(f.tokenFile), f.base)
 		} else {
 			fmt.Fprintf(out, "WARNING: insecure mode: the A2A endpoints take goals from anyone who reaches %s\n", f.base)
 		}

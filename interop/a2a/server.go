@@ -317,7 +317,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ioa"`)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"unauthorized: send Authorization: Bearer <token> (the token ioa serve printed)"}}`))
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"unauthorized: send Authorization: Bearer <token> (ioa serve keeps it in <data-dir>/creds/a2a.token)"}}`))
 		return
 	}
 	name := r.PathValue("name")
