@@ -41,6 +41,9 @@ import (
 // served (that of the a2a-go SDK).
 const ProtocolVersion = "0.3.0"
 
+// DefaultMaxGoals is ServerConfig.MaxGoals when unset.
+const DefaultMaxGoals = 256
+
 // SchemeName names the bearer security scheme in the cards.
 const SchemeName = "bearer"
 
@@ -70,6 +73,9 @@ type ServerConfig struct {
 	// Coordinator names the launcher of goals (orchestrator.coordinator):
 	// it is left out of the front door's skills and gets no card of its own.
 	Coordinator string
+	// MaxGoals bounds the goals the front door follows at once (default
+	// 256); a message past it is rejected.
+	MaxGoals int
 	// GoalTimeout, when set, is asked for each goal (the server's
 	// limits.goal_timeout applies anyway).
 	GoalTimeout time.Duration
@@ -88,6 +94,7 @@ type Server struct {
 
 	ctx    context.Context // ends the goal followers on Close
 	cancel context.CancelFunc
+	slots  chan struct{} // one per goal followed
 }
 
 // NewServer returns the front door.
@@ -101,6 +108,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.MaxGoals <= 0 {
+		cfg.MaxGoals = DefaultMaxGoals
+	}
 	cfg.BaseURL = strings.TrimSuffix(cfg.BaseURL, "/")
 	if !strings.HasPrefix(cfg.BaseURL, "http://") && !strings.HasPrefix(cfg.BaseURL, "https://") {
 		return nil, fmt.Errorf("a2a: base URL %q is not http(s)", cfg.BaseURL)
@@ -110,6 +120,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		c:        &ioaclient.Client{NC: cfg.NC, Subj: cfg.Subj, As: cfg.As},
 		log:      cfg.Logger,
 		handlers: map[string]http.Handler{},
+		slots:    make(chan struct{}, cfg.MaxGoals),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -429,6 +440,17 @@ func (e *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		task.Status = a2a.TaskStatus{State: a2a.TaskStateRejected, Message: agentText(rc, "the message has no text: send the goal as a text part")}
 		return q.Write(ctx, task)
 	}
+	var release func()
+	select {
+	case s.slots <- struct{}{}:
+		// Given back before the task's final event, so that a client who
+		// saw its task end may send the next one at once.
+		release = sync.OnceFunc(func() { <-s.slots })
+		defer release()
+	default:
+		task.Status = a2a.TaskStatus{State: a2a.TaskStateRejected, Message: agentText(rc, fmt.Sprintf("too many goals in flight through the A2A front door (%d): try again when some have ended", s.cfg.MaxGoals))}
+		return q.Write(ctx, task)
+	}
 	req := protocol.GoalRequest{Goal: goal, Timeout: protocol.Duration(s.cfg.GoalTimeout)}
 	if e.agent != "" {
 		req.Team = []string{e.agent}
@@ -454,11 +476,11 @@ func (e *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		return err
 	}
 	s.log.Info("a2a goal submitted", "goal_id", reply.GoalID, "task_id", rc.TaskID, "agent", e.agent)
-	return e.follow(ctx, rc, q, reply.GoalID)
+	return e.follow(ctx, rc, q, reply.GoalID, release)
 }
 
 // follow relays the goal's events until it ends.
-func (e *executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, goalID string) error {
+func (e *executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, goalID string, release func()) error {
 	s := e.s
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -467,6 +489,9 @@ func (e *executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 	working := false
 	var werr error
 	status := func(state a2a.TaskState, text string, final bool) bool {
+		if final {
+			release()
+		}
 		ev := a2a.NewStatusUpdateEvent(rc, state, nil)
 		if text != "" {
 			ev.Status.Message = agentText(rc, text)

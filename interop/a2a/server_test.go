@@ -44,7 +44,7 @@ func fnAgent(name, desc string, caps []string, do func(context.Context, agentkit
 
 // door runs a secure stack with a doubler and a blocker (a task that ends
 // only when cancelled), and the front door over HTTP.
-func door(t *testing.T, goalTimeout time.Duration) (*stacktest.Stack, string) {
+func door(t *testing.T, goalTimeout time.Duration, maxGoals ...int) (*stacktest.Stack, string) {
 	t.Helper()
 	s := stacktest.Start(t, stacktest.Options{Coordinator: true, Secure: true})
 	s.RunAgents(t, nil,
@@ -69,7 +69,11 @@ func door(t *testing.T, goalTimeout time.Duration) (*stacktest.Stack, string) {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	srv, err := a2a.NewServer(a2a.ServerConfig{NC: nc, Subj: s.Bus.Subjects(), BaseURL: base, Token: doorToken, GoalTimeout: goalTimeout, Coordinator: "coordinator"})
+	limit := 0
+	if len(maxGoals) > 0 {
+		limit = maxGoals[0]
+	}
+	srv, err := a2a.NewServer(a2a.ServerConfig{MaxGoals: limit, NC: nc, Subj: s.Bus.Subjects(), BaseURL: base, Token: doorToken, GoalTimeout: goalTimeout, Coordinator: "coordinator"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +203,35 @@ func TestFrontDoorCardsAndGoals(t *testing.T) {
 	}
 	if err := s.Request(t, s.Bus.Subjects().Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: bgoal}, &st); err != nil || st.Status != protocol.GoalCancelled {
 		t.Errorf("goal %s after tasks/cancel: %s, %v", bgoal, st.Status, err)
+	}
+}
+
+// Past MaxGoals goals in flight, a message is rejected; once one ends,
+// the next is taken.
+func TestFrontDoorBoundsGoalsInFlight(t *testing.T) {
+	_, base := door(t, 0, 1)
+	c, _ := goClient(t, base, "/.well-known/agent-card.json")
+	bc, _ := goClient(t, base, "/agents/blocker/.well-known/agent-card.json")
+	for ev, err := range bc.SendStreamingMessage(t.Context(), userMessage("Wait forever.")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task, ok := ev.(*sdk.Task); ok {
+			res, err := c.SendMessage(t.Context(), userMessage("Double the word one."))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := res.(*sdk.Task); r.Status.State != sdk.TaskStateRejected || !strings.Contains(a2a.MessageText(r.Status.Message), "too many goals") {
+				t.Errorf("second goal: %s %s", r.Status.State, a2a.MessageText(r.Status.Message))
+			}
+			if _, err := bc.CancelTask(t.Context(), &sdk.TaskIDParams{ID: task.ID}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	res, err := c.SendMessage(t.Context(), userMessage("Double the word two."))
+	if err != nil || res.(*sdk.Task).Status.State != sdk.TaskStateCompleted {
+		t.Fatalf("after the first ended: %+v %v", res, err)
 	}
 }
 
