@@ -292,6 +292,7 @@ func (s *Service) Start(ctx context.Context) error {
 	// The partitions free now are taken, and their chats and goals resumed,
 	// before Start returns; more come as the leases of others run out.
 	gained, _ := s.lease.tick(runCtx)
+	s.log.Info("orchestrator instance started", "instance", s.id, "partitions", len(gained), "of", s.cfg.Partitions, "lease_ttl", s.cfg.LeaseTTL)
 	s.resume(runCtx, gained)
 	s.wg.Go(func() { s.runLeases(runCtx) })
 	s.wg.Go(func() { s.sweep(runCtx) })
