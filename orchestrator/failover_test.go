@@ -24,7 +24,7 @@ import (
 type instance struct {
 	orch *orchestrator.Service
 	stop context.CancelFunc // stops the coordinator replica
-	done chan struct{} // closed when the replica has stopped
+	done chan struct{}      // closed when the replica has stopped
 }
 
 func startInstance(t *testing.T, b *bus.Bus, cfg orchestrator.Config, orch *orchestrator.Service) *instance {
