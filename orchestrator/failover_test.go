@@ -155,7 +155,7 @@ func TestInstancesShareChatsAndTakeOverFromOneThatDies(t *testing.T) {
 	}
 	t.Logf("killing instance %s: %d partitions, %d running goals", victim.orch.InstanceID(), len(theirs), orphaned)
 	killed := time.Now()
-	victim.orch.Crash()
+	victim.orch.Kill()
 	victim.stop()
 	<-victim.done
 	survivors := []*instance{ins[0], ins[2]}

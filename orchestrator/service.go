@@ -496,6 +496,23 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// Kill stops the instance the way a crash would, for fault drills (ioa
+// bench, tests): its connection closes at once, work in flight is dropped
+// and its partition leases are not given back, so the other instances take
+// them only once they run out. Shutdown is the clean stop.
+func (s *Service) Kill() {
+	s.once.Do(func() {
+		s.closing.Store(true)
+		if s.nc != nil {
+			s.nc.Close()
+		}
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.wg.Wait()
+	})
+}
+
 // onShard runs job on the shard that owns key (a comm or goal id), so work
 // on one chat is serialised without a lock per chat.
 func (s *Service) onShard(ctx context.Context, key string, job func()) {
