@@ -461,7 +461,21 @@ func (s *Service) endChatHops(ctx context.Context, comm, status, reason string, 
 			if done != nil {
 				defer close(done)
 			}
-			owner := s.lease.ownerOf(partitionOf(comm, s.cfg.Partitions))
+			// While a takeover is under way the partition has no owner:
+			// wait for one, up to two lease TTLs.
+			p := partitionOf(comm, s.cfg.Partitions)
+			owner := s.lease.ownerOf(p)
+			for deadline := time.Now().Add(2 * s.cfg.LeaseTTL); owner == "" && time.Now().Before(deadline); owner = s.lease.ownerOf(p) {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(25 * time.Millisecond):
+				}
+			}
+			if owner == s.id {
+				s.endChatHops(ctx, comm, status, reason, nil, hops+1)
+				return
+			}
 			ref, err := s.subj.Ref(owner)
 			if owner == "" || err != nil || hops >= maxHops {
 				s.log.Warn("end chat: no owner to end it now", "comm", comm)
