@@ -41,7 +41,7 @@ func TestFaultServeFirstGoalAfterStart(t *testing.T) {
 	}
 	for i, r := range runs {
 		addr := freeAddr(t)
-		serve := startProc(t, "ioa serve", "serve", "--config", cfg, "--data-dir", r.data, "--listen", addr)
+		serve := startProc(t, "ioa serve", "serve", "--config", cfg, "--data-dir", r.data, "--listen", addr, "--insecure")
 		var nc *nats.Conn
 		waitFor(t, 60*time.Second, "ioa serve to listen", func() bool {
 			nc, err = nats.Connect("nats://" + addr)

@@ -24,7 +24,7 @@ func TestFaultServeKilledAndRestarted(t *testing.T) {
 		"limits:\n  speaker_timeout: 20s\n  task_timeout: 30s\n"), 0o644)
 	data := dir + "/data"
 	addr := freeAddr(t)
-	args := []string{"serve", "--config", cfg, "--data-dir", data, "--listen", addr}
+	args := []string{"serve", "--config", cfg, "--data-dir", data, "--listen", addr, "--insecure"}
 	serve := startProc(t, "ioa serve", args...)
 
 	subj, _ := bus.NewSubjects("ioa")
