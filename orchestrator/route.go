@@ -217,11 +217,11 @@ func (s *Service) barrier(ctx context.Context) {
 	}
 }
 
-// runLeases keeps this instance's partitions: every TTL/5 it renews, takes
+// runLeases keeps this instance's partitions: every TTL/10 it renews (what is due), takes
 // a fair share and gives back the excess; it resumes the chats and goals of
 // the partitions it gains and lets go of those it loses.
 func (s *Service) runLeases(ctx context.Context) {
-	t := time.NewTicker(s.cfg.LeaseTTL / 5)
+	t := time.NewTicker(s.cfg.LeaseTTL / 10)
 	defer t.Stop()
 	for {
 		select {
