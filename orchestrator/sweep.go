@@ -178,13 +178,15 @@ func (s *Service) resume(ctx context.Context, parts []int) {
 		return // an empty bucket has no keys
 	}
 	for id := range keys.Keys() {
-		if !ours(id) {
-			continue
+		if !protocol.ValidID(id) {
+			continue // a reserved key
 		}
 		st, err := s.readGoal(ctx, id)
 		if err != nil || protocol.GoalEnded(st.Status) {
 			continue
 		}
+		// A chat belongs to its own partition (the same as its goal's for
+		// chats started by this version); a goal without one to the goal's.
 		switch {
 		case st.CommID != "":
 			if !ours(st.CommID) || s.activeChat(st.CommID) != nil {
@@ -206,6 +208,7 @@ func (s *Service) resume(ctx context.Context, parts []int) {
 			// (a crash between the last append and finishGoal).
 			rec.TurnSince = time.Now().UTC() // whoever holds the turn gets a full timeout after the takeover
 			s.setActive(st.CommID, rec)
+		case !ours(id):
 		case time.Now().After(st.Deadline):
 			s.wg.Go(func() { s.finishOrRetry(ctx, id, protocol.GoalTimedOut, "", "goal_timeout", nil) })
 		default:
