@@ -198,14 +198,19 @@ type endChatRequest struct {
 }
 
 // barrier returns once every shard has run the jobs queued before it.
+// It gives up after LeaseTTL/2: the lease loop that calls it must go on
+// renewing the other partitions.
 func (s *Service) barrier(ctx context.Context) {
+	timeout := time.After(s.cfg.LeaseTTL / 2)
 	var wg sync.WaitGroup
 	for _, ch := range s.shards {
 		wg.Add(1)
 		select {
 		case ch <- wg.Done:
 		case <-ctx.Done():
-			wg.Done()
+			return
+		case <-timeout:
+			return
 		}
 	}
 	done := make(chan struct{})
@@ -213,7 +218,7 @@ func (s *Service) barrier(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
-	case <-time.After(s.cfg.LeaseTTL / 2):
+	case <-timeout:
 	}
 }
 
