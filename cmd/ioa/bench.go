@@ -144,6 +144,37 @@ func runBench(cmd *cobra.Command, _ []string) error {
 			fmt.Sprintf("func workers ~0 ms; 6 turns, 3 tasks; %d not concluded", failedAlone),
 			"p50 <= 25 ms", verdict(alone.p50 <= 25*time.Millisecond && failedAlone == 0)})
 
+	fmt.Fprintln(progress, "bench: memory per idle agent and per open chat ...")
+	perAgent, err := env.memoryPerAgent(ctx, idle)
+	if err != nil {
+		return err
+	}
+	perChat, err := env.memoryPerChat(ctx, chats)
+	if err != nil {
+		return err
+	}
+	rows = append(rows,
+		benchRow{"memory per idle agent (runtime + registry card)", kb(perAgent), fmt.Sprintf("%d agents", idle), "-", "-"},
+		benchRow{"memory per open chat (referee + members)", kb(perChat), fmt.Sprintf("%d chats of 2", chats), "-", "-"})
+
+	for _, s := range strings.Split(sizesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--search-sizes: %q is not a positive number", s)
+		}
+		fmt.Fprintf(progress, "bench: registry search with %d agents (building the index) ...\n", n)
+		lat, build, err := searchLatency(ctx, n, searches)
+		if err != nil {
+			return err
+		}
+		target := 10 * time.Millisecond
+		if n > 10000 {
+			target = 100 * time.Millisecond
+		}
+		rows = append(rows, benchRow{fmt.Sprintf("registry search p50 / p99, %d agents", n), lat.String(),
+			fmt.Sprintf("index built in %s", build.Round(time.Millisecond)), "p99 <= " + target.String(), verdict(lat.p99 <= target)})
+	}
+	// Last: the extra instances and the kills would blur the memory figures.
 	if n, _ := f.GetInt("instances"); n >= 2 {
 		for k := 2; k <= n; k++ {
 			if _, err := env.addInstance(ctx); err != nil {
@@ -180,36 +211,6 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		}
 	}
 
-	fmt.Fprintln(progress, "bench: memory per idle agent and per open chat ...")
-	perAgent, err := env.memoryPerAgent(ctx, idle)
-	if err != nil {
-		return err
-	}
-	perChat, err := env.memoryPerChat(ctx, chats)
-	if err != nil {
-		return err
-	}
-	rows = append(rows,
-		benchRow{"memory per idle agent (runtime + registry card)", kb(perAgent), fmt.Sprintf("%d agents", idle), "-", "-"},
-		benchRow{"memory per open chat (referee + members)", kb(perChat), fmt.Sprintf("%d chats of 2", chats), "-", "-"})
-
-	for _, s := range strings.Split(sizesFlag, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("--search-sizes: %q is not a positive number", s)
-		}
-		fmt.Fprintf(progress, "bench: registry search with %d agents (building the index) ...\n", n)
-		lat, build, err := searchLatency(ctx, n, searches)
-		if err != nil {
-			return err
-		}
-		target := 10 * time.Millisecond
-		if n > 10000 {
-			target = 100 * time.Millisecond
-		}
-		rows = append(rows, benchRow{fmt.Sprintf("registry search p50 / p99, %d agents", n), lat.String(),
-			fmt.Sprintf("index built in %s", build.Round(time.Millisecond)), "p99 <= " + target.String(), verdict(lat.p99 <= target)})
-	}
 	printBench(cmd.OutOrStdout(), rows)
 	return nil
 }
