@@ -108,7 +108,9 @@ func TestSecureServerEnforcesRoles(t *testing.T) {
 		t.Fatalf("own outbox: %v %v", m, err)
 	}
 	for _, subj := range []string{"ioa.agent.bob.out.c1", "ioa.agent.bob.in.c1", "ioa.chat.c1", "ioa.task.c1.t1",
-		"$JS.API.STREAM.DELETE.IOA_CHATS", "$JS.API.STREAM.INFO.IOA_CHATS", "$KV.ioa_goals.g1", "ioa.registry.register", "ioa.registry.register.bob"} {
+		"$JS.API.STREAM.DELETE.IOA_CHATS", "$JS.API.STREAM.INFO.IOA_CHATS", "$KV.ioa_goals.g1", "ioa.registry.register", "ioa.registry.register.bob",
+		// The orchestrators' internal forwarding subject and lease bucket.
+		"ioa.ref.o1", "$KV.ioa_leases.p.0"} {
 		nc.Publish(subj, []byte("{}"))
 		wantViolation(t, errs, "publish "+subj)
 	}

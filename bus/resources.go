@@ -23,6 +23,9 @@ const (
 	// heartbeats apart from the cards, in memory: a heartbeat never
 	// rewrites a card, and liveness needs no disk.
 	BucketPresence = "ioa_presence"
+	// BucketLeases (internal, admin only) holds the orchestrator instances'
+	// partition leases and presence: which instance referees which chats.
+	BucketLeases = "ioa_leases"
 )
 
 // presenceMaxAge only collects leftovers: liveness is computed from the
@@ -85,6 +88,18 @@ func (b *Bus) provision(ctx context.Context) error {
 	}
 	if _, err := b.js.CreateOrUpdateKeyValue(ctx, presence); err != nil {
 		return fmt.Errorf("bus: bucket %s: %w", presence.Bucket, err)
+	}
+	// Leases live seconds and are renewed all the time: memory, like
+	// presence; a lost bucket only means every partition is taken afresh.
+	leases := jetstream.KeyValueConfig{
+		Bucket: BucketLeases, Description: "IoA orchestrator partition leases (internal)",
+		TTL: presenceMaxAge, Storage: jetstream.MemoryStorage, Replicas: b.cfg.Replicas,
+	}
+	if err := b.checkReplicas(ctx, "KV_"+leases.Bucket); err != nil {
+		return err
+	}
+	if _, err := b.js.CreateOrUpdateKeyValue(ctx, leases); err != nil {
+		return fmt.Errorf("bus: bucket %s: %w", leases.Bucket, err)
 	}
 	return nil
 }

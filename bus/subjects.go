@@ -93,6 +93,16 @@ func (s Subjects) AllGoalResults() string { return s.prefix + ".goal.*.result" }
 // Health is the orchestrator's readiness subject, e.g. ioa.health.
 func (s Subjects) Health() string { return s.prefix + ".health" }
 
+// Ref is where orchestrator instance id takes the work that another
+// instance forwards to it (messages of the chats it owns). Internal: only the
+// admin identity may publish there.
+func (s Subjects) Ref(instance string) (string, error) {
+	if err := protocol.CheckID("instance", instance); err != nil {
+		return "", err
+	}
+	return s.prefix + ".ref." + instance, nil
+}
+
 // Teamup is the orchestrator's team-up subject.
 func (s Subjects) Teamup() string { return s.prefix + ".teamup" }
 

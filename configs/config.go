@@ -97,6 +97,12 @@ type Orchestrator struct {
 	Enabled     bool   `mapstructure:"enabled"`
 	Coordinator string `mapstructure:"coordinator"` // name of the built-in launcher
 	Policy      string `mapstructure:"policy"`      // rules or llm; llm needs llm.base_url
+	// LeaseTTL is how long an instance's partition leases last unless
+	// renewed: a dead instance's chats move to the others within about
+	// that long. Partitions is how many partitions the chats are spread
+	// over; every instance on one bus must use the same number.
+	LeaseTTL   time.Duration `mapstructure:"lease_ttl"`
+	Partitions int           `mapstructure:"partitions"`
 }
 
 // LLM configures model access for llm policies and workers.
@@ -251,6 +257,12 @@ func (c *Config) Validate() error {
 		}
 	default:
 		bad("registry.embedder.kind", "%q is not one of local, openai, ollama", c.Registry.Embedder.Kind)
+	}
+	if c.Orchestrator.LeaseTTL < 0 {
+		bad("orchestrator.lease_ttl", "must not be negative")
+	}
+	if c.Orchestrator.Partitions < 0 || c.Orchestrator.Partitions > 4096 {
+		bad("orchestrator.partitions", "%d is not between 1 and 4096", c.Orchestrator.Partitions)
 	}
 	switch c.Orchestrator.Policy {
 	case "", "rules":

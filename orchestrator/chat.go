@@ -123,6 +123,16 @@ func (s *Service) invalidate(comm string) {
 	}
 }
 
+// forgetChat makes the next use of a chat rebuild it from the log.
+func (s *Service) forgetChat(comm string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec := s.active[comm]; rec != nil {
+		rec.stale = true
+	}
+	delete(s.ended, comm)
+}
+
 // rebuild folds a chat's log into a fresh record: the log is the truth, so a
 // record that is missing or behind in KV (a crash between append and save,
 // another instance) is repaired here.

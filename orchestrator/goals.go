@@ -94,50 +94,28 @@ func (s *Service) submit(ctx context.Context, caller string, data []byte, replyT
 		return
 	}
 	req.Submitter = caller
-	// A waiting submitter is answered from the goal's result subject, so
-	// whichever orchestrator instance ends the goal, the reply goes out.
-	var (
-		results chan *nats.Msg
-		sub     *nats.Subscription
-	)
-	st, err := s.createGoal(ctx, req, func(id string) error {
-		if !req.Wait || replyTo == "" {
-			return nil
-		}
-		subject, err := s.subj.GoalResult(id)
-		if err != nil {
-			return err
-		}
-		results = make(chan *nats.Msg, 1)
-		sub, err = s.nc.ChanSubscribe(subject, results)
-		return err
-	})
+	// A waiting submitter is answered by whichever orchestrator instance
+	// ends the goal: the reply subject is kept in the goal's record, so the
+	// answer comes even if this instance is gone by then.
+	wait := ""
+	if req.Wait {
+		wait = replyTo
+	}
+	st, err := s.createGoal(ctx, req, wait)
 	if err != nil {
-		if sub != nil {
-			_ = sub.Unsubscribe()
-		}
 		_ = bus.RespondErrorLater(s.nc, replyTo, err)
 		return
 	}
-	if sub == nil {
+	if wait == "" {
 		_ = bus.RespondLater(s.nc, replyTo, protocol.SubmitReply{GoalID: st.GoalID, Status: protocol.GoalAccepted})
-		return
-	}
-	// The reply is sent when the goal ends.
-	defer sub.Unsubscribe()
-	select {
-	case m := <-results:
-		_ = bus.RespondLater(s.nc, replyTo, m.Data)
-	case <-ctx.Done():
-		_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrUnavailable, "orchestrator shutting down; goal %s goes on: ask goal.get later", st.GoalID))
 	}
 }
 
 // createGoal validates budgets, records the goal and starts it.
-func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, beforeStart func(id string) error) (protocol.GoalStatus, error) {
+func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, replyTo string) (protocol.GoalStatus, error) {
 	now := time.Now().UTC()
 	st := protocol.GoalStatus{
-		GoalID: newID("g"), Status: protocol.GoalAccepted, Goal: req.Goal,
+		GoalID: s.ownedID("g", ""), Status: protocol.GoalAccepted, Goal: req.Goal, ReplyTo: replyTo,
 		Launcher: req.Launcher, Team: slices.Clone(req.Team), CreatedAt: now, UpdatedAt: now,
 		MaxTurns: s.cfg.MaxTurns, MaxDepth: s.cfg.MaxDepth, Timeout: protocol.Duration(s.cfg.GoalTimeout),
 		Children: []string{}, Submitter: req.Submitter,
@@ -185,11 +163,6 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, befo
 			st.Deadline = parent.Deadline
 		}
 	}
-	if beforeStart != nil {
-		if err := beforeStart(st.GoalID); err != nil {
-			return st, err
-		}
-	}
 	data := bus.Encode(st)
 	if _, err := s.settle(ctx, "goal record "+st.GoalID, func(ctx context.Context) (uint64, error) {
 		return s.goals.Create(ctx, st.GoalID, data)
@@ -207,7 +180,7 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, befo
 		}
 		s.event(protocol.GoalEvent{GoalID: st.ParentGoalID, Kind: protocol.EventSubgoal, Child: st.GoalID, CommID: st.Parent.CommID})
 	}
-	s.wg.Go(func() { s.launch(ctx, st) })
+	s.startLaunch(ctx, st)
 	return st, nil
 }
 
@@ -427,6 +400,10 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 			s.log.Warn("publish goal result", "goal", id, "err", err)
 		}
 	}
+	// The submitter that waits, wherever its submission was taken.
+	if st.ReplyTo != "" {
+		_ = bus.RespondLater(s.nc, st.ReplyTo, res)
+	}
 	s.log.Info("goal ended", "goal", id, "status", status, "outcome", outcome, "reason", reason, "turns", res.Turns, "elapsed", res.Elapsed)
 	// A chat still open (a failed launch racing its team-up) is ended by its
 	// referee; children serving this goal's tasks are no longer needed.
@@ -518,6 +495,7 @@ func (s *Service) ownGoal(ctx context.Context, r micro.Request, endpoint, goalID
 	if caller != "" && st.Submitter != caller {
 		return protocol.GoalStatus{}, protocol.Errorf(protocol.ErrNotFound, "goal %s not found", goalID)
 	}
+	st.ReplyTo = ""
 	return st, nil
 }
 
@@ -538,6 +516,7 @@ func (s *Service) handleCancel(ctx context.Context, r micro.Request, req *protoc
 	if err != nil {
 		return nil, err
 	}
+	st.ReplyTo = ""
 	return &st, nil
 }
 
@@ -568,6 +547,7 @@ func (s *Service) handleList(ctx context.Context, r micro.Request, req *protocol
 		if err != nil {
 			continue
 		}
+		st.ReplyTo = ""
 		ended := protocol.GoalEnded(st.Status)
 		if (req.Status == "running" && ended) || (req.Status == "ended" && !ended) || (caller != "" && st.Submitter != caller) {
 			continue
@@ -664,6 +644,7 @@ const (
 	maxSubmitsPerCaller = 512
 	maxHistory          = 1024
 	maxHistoryPerAgent  = 64
+	maxWaits            = 4096
 )
 
 // inflight counts requests in flight, per caller ("" is the admin, who is

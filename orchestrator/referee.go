@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"golang.org/x/time/rate"
@@ -20,29 +21,40 @@ import (
 // handleOutbox referees one message an agent sends to its outbox.
 func (s *Service) handleOutbox(ctx context.Context, r micro.Request) {
 	defer s.recoverTo(r)
-	as, err := s.subj.ParseAgent(r.Subject())
+	s.outbox(ctx, r.Subject(), r.Data(), r.Reply(), 0)
+}
+
+// outbox referees a message sent on subject (an outbox), here if this
+// instance owns its chat, else at the owner (route). hops counts the times
+// it was forwarded already.
+func (s *Service) outbox(ctx context.Context, subject string, data []byte, replyTo string, hops int) {
+	as, err := s.subj.ParseAgent(subject)
 	if err != nil || as.Kind != bus.AgentOut || as.CommID == "" {
-		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrInvalid, "bad outbox subject %q", r.Subject()))
+		_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrInvalid, "bad outbox subject %q", subject))
+		return
+	}
+	again := func(h int) { s.outbox(ctx, subject, data, replyTo, h) }
+	if !s.mine(as.CommID) {
+		s.route(ctx, as.CommID, subject, data, replyTo, hops, again)
 		return
 	}
 	var m protocol.AgentMessage
-	if err := s.codec.Decode(r.Data(), &m); err != nil {
-		_ = bus.RespondError(r, err)
+	if err := s.codec.Decode(data, &m); err != nil {
+		_ = bus.RespondErrorLater(s.nc, replyTo, err)
 		return
 	}
 	if err := checkAgentMessage(&m); err != nil {
-		_ = bus.RespondError(r, err)
+		_ = bus.RespondErrorLater(s.nc, replyTo, err)
 		return
 	}
 	// The limit is per agent and chat: a launcher leading many chats at once
 	// is busy, not flooding.
 	if !s.limits.allow(as.Name + "/" + as.CommID) {
-		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrRateLimited, "agent %s sends faster than %.0f messages/s to chat %s", as.Name, s.cfg.AgentRate, as.CommID))
+		_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrRateLimited, "agent %s sends faster than %.0f messages/s to chat %s", as.Name, s.cfg.AgentRate, as.CommID))
 		return
 	}
 	// The sender is the name in the subject, never what the body claims.
 	m.Sender = as.Name
-	replyTo := r.Reply()
 	s.onShard(ctx, as.CommID, func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -50,6 +62,11 @@ func (s *Service) handleOutbox(ctx context.Context, r micro.Request) {
 				_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrInternal, "internal error: %v", p))
 			}
 		}()
+		// The partition may have moved while the message was queued.
+		if !s.mine(as.CommID) {
+			s.route(ctx, as.CommID, subject, data, replyTo, hops, again)
+			return
+		}
 		_, err := s.submitMessage(ctx, as.CommID, m, func(reply protocol.SendReply) {
 			_ = bus.RespondLater(s.nc, replyTo, reply)
 		})
@@ -112,6 +129,13 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 		assignTaskIDs(&rec.Chat, m.Tasks)
 	}
 	next, err := protocol.Apply(rec.Chat, m)
+	if err != nil && m.Sender != protocol.SystemSender && s.behind(ctx, comm, rec) {
+		// A copy behind the log (another instance wrote while this one
+		// took the partition over) never refuses a move: the move is
+		// judged again on the chat rebuilt from the log.
+		s.forgetChat(comm)
+		return s.submitMessage(ctx, comm, m, reply)
+	}
 	if err != nil {
 		return protocol.SendReply{}, err
 	}
@@ -155,6 +179,17 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 	}
 	s.effects(ctx, comm, rec, prev, m)
 	return r, nil
+}
+
+// behind reports whether the chat's log has entries after rec's last one.
+// It costs one read and is asked only before a move is refused.
+func (s *Service) behind(ctx context.Context, comm string, rec *chatRecord) bool {
+	subject, err := s.subj.Chat(comm)
+	if err != nil || rec.StreamSeq == 0 {
+		return false
+	}
+	last, err := s.chats.GetLastMsgForSubject(ctx, subject)
+	return err == nil && last.Sequence != rec.StreamSeq
 }
 
 // saveRecord writes a dirty record to KV; on a conflict (another instance
@@ -427,6 +462,48 @@ func (s *Service) system(ctx context.Context, comm string, m protocol.AgentMessa
 // endChat ends a chat that is still open (cancel, timeout, failure); done,
 // if not nil, is closed once it has.
 func (s *Service) endChat(ctx context.Context, comm, status, reason string, done chan struct{}) {
+	s.endChatHops(ctx, comm, status, reason, done, 0)
+}
+
+// endChatHops is endChat at the chat's owner: here, or the one it asks.
+func (s *Service) endChatHops(ctx context.Context, comm, status, reason string, done chan struct{}, hops int) {
+	if !s.mine(comm) {
+		s.wg.Go(func() {
+			if done != nil {
+				defer close(done)
+			}
+			// While a takeover is under way the partition has no owner:
+			// wait for one, up to two lease TTLs.
+			p := partitionOf(comm, s.cfg.Partitions)
+			owner := s.lease.ownerOf(p)
+			for deadline := time.Now().Add(2 * s.cfg.LeaseTTL); owner == "" && time.Now().Before(deadline); owner = s.lease.ownerOf(p) {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(25 * time.Millisecond):
+				}
+			}
+			if owner == s.id {
+				s.endChatHops(ctx, comm, status, reason, nil, hops+1)
+				return
+			}
+			ref, err := s.subj.Ref(owner)
+			if owner == "" || err != nil || hops >= maxHops {
+				s.log.Warn("end chat: no owner to end it now", "comm", comm)
+				return
+			}
+			m := nats.NewMsg(ref)
+			m.Data = bus.Encode(endChatRequest{CommID: comm, Status: status, Reason: reason})
+			m.Header.Set(HeaderOp, opEndChat)
+			m.Header.Set(HeaderHops, strconv.Itoa(hops+1))
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if _, err := s.nc.RequestMsgWithContext(rctx, m); err != nil {
+				s.log.Warn("end chat at its owner", "comm", comm, "owner", owner, "err", err)
+			}
+		})
+		return
+	}
 	s.onShardAsync(ctx, comm, func() {
 		if done != nil {
 			defer close(done)
@@ -543,23 +620,23 @@ func (s *Service) history(ctx context.Context, subject string, data []byte, repl
 }
 
 // handleOpenChats lists the open chats an agent is a member of, from the
-// chats this instance referees (after a restart, every running chat).
-func (s *Service) handleOpenChats(r micro.Request) {
+// chats every live instance referees (after a restart, every running
+// chat). Asking the others waits, so it runs beside the endpoint.
+func (s *Service) handleOpenChats(ctx context.Context, r micro.Request) {
 	as, err := s.subj.ParseAgent(r.Subject())
 	if err != nil || as.Kind != bus.AgentChats {
 		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrInvalid, "bad subject %q", r.Subject()))
 		return
 	}
-	out := protocol.OpenChatsReply{Chats: []string{}}
-	s.mu.Lock()
-	for comm, rec := range s.active {
-		if slices.Contains(rec.members, as.Name) {
-			out.Chats = append(out.Chats, comm)
-		}
+	if !s.reads.acquire(as.Name) {
+		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrRateLimited, "too many reads in flight for %s; retry shortly", as.Name))
+		return
 	}
-	s.mu.Unlock()
-	slices.Sort(out.Chats)
-	_ = r.Respond(bus.Encode(out))
+	replyTo := r.Reply()
+	s.wg.Go(func() {
+		defer s.reads.release(as.Name)
+		_ = bus.RespondLater(s.nc, replyTo, protocol.OpenChatsReply{Chats: s.openChatsEverywhere(ctx, as.Name)})
+	})
 }
 
 func memberOf(start protocol.AgentMessage, name string) bool {

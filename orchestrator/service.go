@@ -43,7 +43,16 @@ type Config struct {
 	// that is forming the team) but not yet registered and online, instead
 	// of failing at once; 10s.
 	ExpectTimeout time.Duration
-	Logger        *slog.Logger
+	// Partitions is how many partitions the chats and goals are spread
+	// over; every instance sharing a bus must use the same number; 32.
+	Partitions int
+	// LeaseTTL is how long a partition lease lasts unless renewed (every
+	// LeaseTTL/3): when an instance dies, the others take its partitions
+	// within about LeaseTTL; 5s.
+	LeaseTTL time.Duration
+	// InstanceID names this instance in the leases; a random id if empty.
+	InstanceID string
+	Logger     *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -79,6 +88,11 @@ func (c Config) withDefaults() Config {
 	def(&c.AgentBurst, 100)
 	defD(&c.SweepInterval, 100*time.Millisecond)
 	defD(&c.ExpectTimeout, 10*time.Second)
+	def(&c.Partitions, 32)
+	defD(&c.LeaseTTL, 5*time.Second)
+	if c.InstanceID == "" {
+		c.InstanceID = newID("o")
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -97,6 +111,10 @@ type Service struct {
 
 	submits *inflight // goal submissions in flight
 	reads   *inflight // history reads in flight
+	waits   *inflight // requests waiting for their chat's partition to get an owner
+
+	id    string  // instance id (Config.InstanceID)
+	lease *leases // the partitions this instance owns (owner.go)
 
 	goals      jetstream.KeyValue
 	chatKV     jetstream.KeyValue
@@ -155,7 +173,11 @@ func New(b *bus.Bus, cfg Config) (*Service, error) {
 		expected[n] = true
 	}
 	cfg.Expect = dedupe(cfg.Expect)
+	if err := protocol.CheckID("instance id", cfg.InstanceID); err != nil {
+		return nil, fmt.Errorf("orchestrator: %w", err)
+	}
 	return &Service{
+		id: cfg.InstanceID, waits: &inflight{total: maxWaits, perCaller: maxWaits},
 		cfg: cfg, b: b, subj: b.Subjects(), codec: b.Codec(), log: cfg.Logger,
 		active: map[string]*chatRecord{}, ended: map[string]*chatRecord{}, reported: map[uint64]struct{}{},
 		pending: map[string]*pendingEnd{},
@@ -223,6 +245,11 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.loadMarkKey(ctx); err != nil {
 		return err
 	}
+	leaseKV, err := s.js.KeyValue(ctx, bus.BucketLeases)
+	if err != nil {
+		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketLeases, err)
+	}
+	s.lease = newLeases(s, leaseKV)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	s.shards = make([]chan func(), numShards)
@@ -240,10 +267,15 @@ func (s *Service) Start(ctx context.Context) error {
 			}
 		})
 	}
-	if err := s.resume(runCtx); err != nil {
+	s.wg.Go(func() { s.lease.watch(runCtx) })
+	select {
+	case <-s.lease.synced:
+	case <-time.After(5 * time.Second):
+		s.log.Warn("partition leases not read yet; going on")
+	case <-ctx.Done():
 		cancel()
 		s.wg.Wait()
-		return err
+		return ctx.Err()
 	}
 	if err := s.watchIncarnations(runCtx); err != nil {
 		cancel()
@@ -262,6 +294,12 @@ func (s *Service) Start(ctx context.Context) error {
 		s.wg.Wait()
 		return fmt.Errorf("orchestrator: %w", err)
 	}
+	// The partitions free now are taken, and their chats and goals resumed,
+	// before Start returns; more come as the leases of others run out.
+	gained, _ := s.lease.tick(runCtx)
+	s.log.Info("orchestrator instance started", "instance", s.id, "partitions", len(gained), "of", s.cfg.Partitions, "lease_ttl", s.cfg.LeaseTTL)
+	s.resume(runCtx, gained)
+	s.wg.Go(func() { s.runLeases(runCtx) })
 	s.wg.Go(func() { s.sweep(runCtx) })
 	if len(s.cfg.Expect) == 0 {
 		return s.openGoals()
@@ -302,8 +340,13 @@ func (s *Service) serve(ctx context.Context) error {
 		add(svc, "teamup-as", teamup, micro.WithEndpointSubject(s.subj.Teamup()+".*")),
 		add(svc, "outbox", micro.HandlerFunc(func(r micro.Request) { s.handleOutbox(ctx, r) }), micro.WithEndpointSubject(s.subj.AllOutboxes())),
 		add(svc, "history", micro.HandlerFunc(func(r micro.Request) { s.handleHistory(ctx, r) }), micro.WithEndpointSubject(s.subj.AllHistory())),
-		add(svc, "chats", micro.HandlerFunc(s.handleOpenChats), micro.WithEndpointSubject(s.subj.AllOpenChats())),
+		add(svc, "chats", micro.HandlerFunc(func(r micro.Request) { s.handleOpenChats(ctx, r) }), micro.WithEndpointSubject(s.subj.AllOpenChats())),
 	}
+	ref, err := s.subj.Ref(s.id)
+	if err != nil {
+		return err
+	}
+	errs = append(errs, add(svc, "ref", micro.HandlerFunc(func(r micro.Request) { s.handleRef(ctx, r) }), micro.WithEndpointSubject(ref)))
 	return errors.Join(errs...)
 }
 
@@ -441,6 +484,10 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			err = errors.Join(err, ctx.Err())
 		}
+		// Its partitions go to the other instances at once.
+		if s.lease != nil {
+			s.lease.releaseAll(ctx)
+		}
 		if s.js != nil {
 			select {
 			case <-s.js.PublishAsyncComplete():
@@ -452,6 +499,23 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		}
 	})
 	return err
+}
+
+// Kill stops the instance the way a crash would, for fault drills (ioa
+// bench, tests): its connection closes at once, work in flight is dropped
+// and its partition leases are not given back, so the other instances take
+// them only once they run out. Shutdown is the clean stop.
+func (s *Service) Kill() {
+	s.once.Do(func() {
+		s.closing.Store(true)
+		if s.nc != nil {
+			s.nc.Close()
+		}
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.wg.Wait()
+	})
 }
 
 // onShard runs job on the shard that owns key (a comm or goal id), so work

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,6 +23,11 @@ func (s *Service) sweep(ctx context.Context) {
 		s.mu.Lock()
 		var due []string
 		for comm, rec := range s.active {
+			if !s.mine(comm) {
+				// Its partition went elsewhere meanwhile.
+				delete(s.active, comm)
+				continue
+			}
 			if !rec.checking {
 				rec.checking = true
 				due = append(due, comm)
@@ -42,6 +48,9 @@ func (s *Service) checkChat(ctx context.Context, comm string) {
 		s.mu.Lock()
 		old.checking = false
 		s.mu.Unlock()
+	}
+	if !s.mine(comm) {
+		return
 	}
 	rec, err := s.chatFor(ctx, comm)
 	if err != nil {
@@ -150,22 +159,44 @@ func (s *Service) takeTurn(ctx context.Context, comm string, c protocol.Chat, wh
 	})
 }
 
-// resume picks up the goals that were running when the orchestrator
-// stopped: their chats are rebuilt from the logs, and goals still forming a
-// team are launched again.
-func (s *Service) resume(ctx context.Context) error {
+// resume picks up the goals of the partitions this instance has just
+// taken (at start, or from an instance that stopped or died): their chats
+// are rebuilt from the logs, goals still forming a team are launched again,
+// and a chat whose goal says it started but whose log has no start message
+// (its referee died in between) is started.
+func (s *Service) resume(ctx context.Context, parts []int) {
+	if len(parts) == 0 {
+		return
+	}
+	in := map[int]bool{}
+	for _, p := range parts {
+		in[p] = true
+	}
+	ours := func(id string) bool { return in[partitionOf(id, s.cfg.Partitions)] && s.mine(id) }
 	keys, err := s.goals.ListKeys(ctx)
 	if err != nil {
-		return nil // an empty bucket has no keys
+		return // an empty bucket has no keys
 	}
 	for id := range keys.Keys() {
+		if !protocol.ValidID(id) {
+			continue // a reserved key
+		}
 		st, err := s.readGoal(ctx, id)
 		if err != nil || protocol.GoalEnded(st.Status) {
 			continue
 		}
+		// A chat belongs to its own partition (the same as its goal's for
+		// chats started by this version); a goal without one to the goal's.
 		switch {
 		case st.CommID != "":
+			if !ours(st.CommID) || s.activeChat(st.CommID) != nil {
+				continue
+			}
 			rec, err := s.rebuild(ctx, st.CommID)
+			if errors.Is(err, protocol.ErrNotFound) {
+				s.wg.Go(func() { s.restartChat(ctx, st) })
+				continue
+			}
 			if err != nil {
 				// Kept under the sweep, which rebuilds it when it can be
 				// read, and times the goal out if it cannot by then.
@@ -175,13 +206,33 @@ func (s *Service) resume(ctx context.Context) error {
 			}
 			// An ended chat stays too: the sweep records its goal's end
 			// (a crash between the last append and finishGoal).
-			rec.TurnSince = time.Now().UTC() // whoever holds the turn gets a full timeout after the restart
+			rec.TurnSince = time.Now().UTC() // whoever holds the turn gets a full timeout after the takeover
 			s.setActive(st.CommID, rec)
+		case !ours(id):
 		case time.Now().After(st.Deadline):
 			s.wg.Go(func() { s.finishOrRetry(ctx, id, protocol.GoalTimedOut, "", "goal_timeout", nil) })
 		default:
 			s.wg.Go(func() { s.launch(ctx, st) })
 		}
 	}
-	return nil
+}
+
+// restartChat logs the start message of a chat whose team was formed (the
+// goal record has its comm id and team) but whose referee died before the
+// start message was stored. The members accepted their invitations then.
+func (s *Service) restartChat(ctx context.Context, st protocol.GoalStatus) {
+	cards, err := s.memberCards(ctx, st.Launcher, st.Team)
+	if err != nil {
+		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the chat after a takeover: "+err.Error(), nil)
+		return
+	}
+	start := protocol.AgentMessage{
+		Type: protocol.MsgSystem, Event: protocol.EventStart, ID: "start", Sender: protocol.SystemSender,
+		GoalID: st.GoalID, Goal: st.Goal, Content: st.Goal, Launcher: st.Launcher, Team: cards,
+		MaxTurns: st.MaxTurns, TeamUpDepth: st.MaxDepth, NextSpeaker: []string{st.Launcher},
+	}
+	s.log.Info("starting a chat whose referee stopped before its start message", "goal", st.GoalID, "comm", st.CommID)
+	if err := s.startChat(ctx, st.CommID, st, start); err != nil {
+		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the chat: "+err.Error(), nil)
+	}
 }

@@ -55,7 +55,8 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 	if err != nil {
 		return nil, err
 	}
-	comm := newID("c")
+	// The chat falls in its goal's partition: one owner for both.
+	comm := s.ownedID("c", st.GoalID)
 	depth := st.MaxDepth
 	if err := s.invite(ctx, comm, st, cards, depth); err != nil {
 		return nil, err
@@ -220,10 +221,15 @@ func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatu
 // the invitations and the log, and team-ups of different goals must not
 // queue behind each other.
 func (s *Service) asyncTeamup(ctx context.Context, r micro.Request) {
-	data, replyTo := r.Data(), r.Reply()
-	caller, err := bus.Caller(s.subj.Teamup(), r.Subject())
+	s.teamupAt(ctx, r.Subject(), r.Data(), r.Reply(), 0)
+}
+
+// teamupAt runs a team-up request that came on subject, at the owner of the
+// goal's partition: here, or forwarded there.
+func (s *Service) teamupAt(ctx context.Context, subject string, data []byte, replyTo string, hops int) {
+	caller, err := bus.Caller(s.subj.Teamup(), subject)
 	if err != nil {
-		_ = bus.RespondError(r, err)
+		_ = bus.RespondErrorLater(s.nc, replyTo, err)
 		return
 	}
 	s.wg.Go(func() {
@@ -240,6 +246,14 @@ func (s *Service) asyncTeamup(ctx context.Context, r micro.Request) {
 		}
 		if caller != "" && caller != req.Launcher {
 			_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrForbidden, "%s may not form the team of launcher %s", caller, req.Launcher))
+			return
+		}
+		if err := protocol.CheckID("goal_id", req.GoalID); err != nil {
+			_ = bus.RespondErrorLater(s.nc, replyTo, err)
+			return
+		}
+		if !s.mine(req.GoalID) {
+			s.route(ctx, req.GoalID, subject, data, replyTo, hops, func(h int) { s.teamupAt(ctx, subject, data, replyTo, h) })
 			return
 		}
 		reply, err := s.handleTeamup(ctx, nil, &req)

@@ -383,3 +383,47 @@ func TestHeartbeatKeptWhenPresenceUnavailable(t *testing.T) {
 		return !call[protocol.AgentInfo](t, nc, b, bus.RegistryGet, protocol.NameRequest{Name: "weather"}).Online
 	})
 }
+
+// TestInstanceKilled runs two registry instances and drops one's connection
+// at once, as a SIGKILL would (no drain, no clean stop): every request after
+// that is answered by the other, from its own index, including cards
+// registered after the kill.
+func TestInstanceKilled(t *testing.T) {
+	b := bustest.New(t)
+	nc := b.Conn()
+	a, err := New(b, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = a.Shutdown(ctx) // its connection is gone: errors are expected
+	})
+	c := start(t, b, Config{})
+	registerFleet(t, nc, b)
+	for _, s := range []*Service{a, c} {
+		eventually(t, 5*time.Second, "both instances see the fleet", func() bool { return s.Len() == len(fleet) })
+	}
+	a.nc.Close()
+	for i := range 20 {
+		if got := searchNames(t, nc, b, protocol.SearchRequest{Query: "translate this French letter", Limit: 1}); !slices.Equal(got, []string{"translator"}) {
+			t.Fatalf("search %d after one instance was killed: %v", i, got)
+		}
+		info := call[protocol.AgentInfo](t, nc, b, bus.RegistryGet, protocol.NameRequest{Name: "weather"})
+		if !info.Online {
+			t.Fatalf("get %d after the kill: weather offline", i)
+		}
+	}
+	register(t, nc, b, card("tides", "Predicts tide times and heights for harbours"))
+	call[protocol.HeartbeatReply](t, nc, b, bus.RegistryHeartbeat, protocol.NameRequest{Name: "tides"})
+	if got := searchNames(t, nc, b, protocol.SearchRequest{Query: "tide tables for the harbour", Limit: 1}); !slices.Equal(got, []string{"tides"}) {
+		t.Fatalf("search for a card registered after the kill: %v", got)
+	}
+	if c.Len() != len(fleet)+1 {
+		t.Fatalf("the surviving instance knows %d agents, want %d", c.Len(), len(fleet)+1)
+	}
+}

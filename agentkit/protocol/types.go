@@ -326,6 +326,10 @@ type GoalStatus struct {
 	Children  []string    `json:"children"`
 	Result    *GoalResult `json:"result,omitempty"`
 	Outcome   string      `json:"outcome,omitempty"` // once ended: Result.Outcome
+	// ReplyTo is internal to the orchestrator: the reply subject of a
+	// submission with wait, answered with the result by whichever instance
+	// ends the goal. The goal endpoints never show it.
+	ReplyTo string `json:"reply_to,omitempty"`
 }
 
 // Goal event kinds.

@@ -59,6 +59,8 @@ Figures depend on the machine; quote medians of several runs.`,
 	f.Int("searches", 300, "searches to time at each size")
 	f.Int("idle-agents", 500, "agents started to measure memory per idle agent")
 	f.Int("open-chats", 200, "chats opened to measure memory per open chat")
+	f.Int("instances", 1, "also time goals/s with 2..N orchestrator instances sharing the chats, and failovers (when N >= 2)")
+	f.Int("failovers", 3, "instance kills to time the takeover of, with --instances >= 2")
 	f.Bool("secure", false, "run with credentials required and every agent on its own identity (compare with a run without)")
 	f.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = f.MarkHidden("cpuprofile")
@@ -172,6 +174,43 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		rows = append(rows, benchRow{fmt.Sprintf("registry search p50 / p99, %d agents", n), lat.String(),
 			fmt.Sprintf("index built in %s", build.Round(time.Millisecond)), "p99 <= " + target.String(), verdict(lat.p99 <= target)})
 	}
+	// Last: the extra instances and the kills would blur the memory figures.
+	if n, _ := f.GetInt("instances"); n >= 2 {
+		for k := 2; k <= n; k++ {
+			if _, err := env.addInstance(ctx); err != nil {
+				return err
+			}
+			fmt.Fprintf(progress, "bench: %d goals, %d at a time, %d orchestrator instances ...\n", goals, conc, k)
+			perSec, loaded, failed, err := env.goalThroughput(ctx, goals, conc)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, benchRow{fmt.Sprintf("goals per second, %d orchestrator instances", k), fmt.Sprintf("%.0f/s", perSec),
+				fmt.Sprintf("%d goals, %d not concluded; latency %s", goals, failed, loaded), "no goal lost", verdict(failed == 0)})
+		}
+		drills, _ := f.GetInt("failovers")
+		var took []time.Duration
+		for i := range drills {
+			fmt.Fprintf(progress, "bench: failover %d of %d (kill one of %d instances) ...\n", i+1, drills, len(env.instances()))
+			d, err := env.failover(ctx)
+			if err != nil {
+				return err
+			}
+			took = append(took, d)
+			if i < drills-1 {
+				if _, err := env.addInstance(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		if len(took) > 0 {
+			slices.Sort(took)
+			ttl := 5 * time.Second
+			rows = append(rows, benchRow{"failover: takeover of a killed instance's chats p50 / max", fmtDur(took[len(took)/2]) + " / " + fmtDur(took[len(took)-1]),
+				fmt.Sprintf("%d kills; lease TTL %s", len(took), ttl), "max <= 2 x TTL", verdict(took[len(took)-1] <= 2*ttl)})
+		}
+	}
+
 	printBench(cmd.OutOrStdout(), rows)
 	return nil
 }
@@ -212,16 +251,91 @@ func fmtDur(d time.Duration) string {
 
 // benchEnv is a whole runtime in this process.
 type benchEnv struct {
-	b    *bus.Bus
-	dir  string
-	auth *auth.Authority // nil unless secure
-	reg  *registry.Service
-	orch *orchestrator.Service
-	stop context.CancelFunc
-	runs sync.WaitGroup // the agents' runtimes
+	b     *bus.Bus
+	dir   string
+	auth  *auth.Authority // nil unless secure
+	reg   *registry.Service
+	orch  *orchestrator.Service
+	extra []*orchestrator.Service // more orchestrator instances (--instances)
+	stop  context.CancelFunc
+	runs  sync.WaitGroup // the agents' runtimes
 }
 
 const benchLauncher = "coordinator"
+
+var benchOrchestrator = orchestrator.Config{
+	MaxTurns: 1 << 30, SpeakerTimeout: 10 * time.Minute, GoalTimeout: 10 * time.Minute,
+	MaxChatMessages: 1 << 30, AgentRate: 1e9, AgentBurst: 1 << 30,
+}
+
+// addInstance starts one more orchestrator instance on the bench's bus and
+// returns once every instance holds a share of the partitions.
+func (e *benchEnv) addInstance(ctx context.Context) (*orchestrator.Service, error) {
+	o, err := orchestrator.New(e.b, benchOrchestrator)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.Start(ctx); err != nil {
+		return nil, err
+	}
+	e.extra = append(e.extra, o)
+	return o, e.waitPartitions(ctx, e.instances())
+}
+
+func (e *benchEnv) instances() []*orchestrator.Service {
+	return append([]*orchestrator.Service{e.orch}, e.extra...)
+}
+
+// waitPartitions waits until each instance holds partitions and together
+// they hold all of them.
+func (e *benchEnv) waitPartitions(ctx context.Context, ins []*orchestrator.Service) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		total, empty := 0, false
+		for _, o := range ins {
+			n := len(o.Partitions())
+			total += n
+			empty = empty || n == 0
+		}
+		if !empty && total == 32 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: the orchestrator instances did not share the partitions within a minute")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// failover kills the newest instance (as a crash would) and returns how long
+// the others take to own every partition.
+func (e *benchEnv) failover(ctx context.Context) (time.Duration, error) {
+	victim := e.extra[len(e.extra)-1]
+	e.extra = e.extra[:len(e.extra)-1]
+	t0 := time.Now()
+	victim.Kill()
+	for {
+		total := 0
+		for _, o := range e.instances() {
+			total += len(o.Partitions())
+		}
+		if total == 32 {
+			return time.Since(t0), nil
+		}
+		if time.Since(t0) > time.Minute {
+			return 0, fmt.Errorf("bench: no takeover within a minute")
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
 
 func startBenchEnv(ctx context.Context, dir string, secure bool) (*benchEnv, error) {
 	b, err := bus.Start(ctx, bus.Config{DataDir: dir, Listen: bus.NoListen, Secure: secure})
@@ -242,10 +356,7 @@ func startBenchEnv(ctx context.Context, dir string, secure bool) (*benchEnv, err
 		e.close()
 		return nil, err
 	}
-	e.orch, err = orchestrator.New(b, orchestrator.Config{
-		MaxTurns: 1 << 30, SpeakerTimeout: 10 * time.Minute, GoalTimeout: 10 * time.Minute,
-		MaxChatMessages: 1 << 30, AgentRate: 1e9, AgentBurst: 1 << 30,
-	})
+	e.orch, err = orchestrator.New(b, benchOrchestrator)
 	if err == nil {
 		err = e.orch.Start(ctx)
 	}
@@ -314,6 +425,9 @@ func (e *benchEnv) close() {
 	if e.stop != nil {
 		e.stop()
 		e.runs.Wait()
+	}
+	for _, o := range e.extra {
+		_ = o.Shutdown(ctx)
 	}
 	if e.orch != nil {
 		_ = e.orch.Shutdown(ctx)

@@ -114,6 +114,7 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 			MaxTeamSize: l.MaxTeamSize, GoalTimeout: l.GoalTimeout, SpeakerTimeout: l.SpeakerTimeout,
 			TaskTimeout: l.TaskTimeout, MaxChatMessages: l.MaxChatMessages, AgentRate: l.AgentRate,
 			AgentBurst: l.AgentBurst, Logger: log.With("service", "orchestrator"),
+			LeaseTTL: cfg.Orchestrator.LeaseTTL, Partitions: cfg.Orchestrator.Partitions,
 		})
 		if err != nil {
 			return nil, err
