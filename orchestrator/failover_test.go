@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -209,4 +210,30 @@ func TestInstancesShareChatsAndTakeOverFromOneThatDies(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Instances that disagree on the number of partitions would each take the
+// other's chats for their own: the second refuses to start, saying why.
+func TestInstancesMustAgreeOnPartitions(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{Orchestrator: orchestrator.Config{Partitions: 32}})
+	other, err := orchestrator.New(s.Bus, orchestrator.Config{Partitions: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = other.Start(t.Context())
+	if err == nil {
+		_ = other.Shutdown(context.Background())
+		t.Fatal("an instance with 16 partitions started beside one with 32")
+	}
+	if !strings.Contains(err.Error(), "partitions is 16 here but 32") {
+		t.Fatalf("err = %v, want it to name both values", err)
+	}
+	same, err := orchestrator.New(s.Bus, orchestrator.Config{Partitions: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := same.Start(t.Context()); err != nil {
+		t.Fatalf("an instance with the same partitions: %v", err)
+	}
+	_ = same.Shutdown(context.Background())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -379,4 +380,34 @@ func (l *leases) releaseAll(ctx context.Context) {
 	c, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	_ = l.kv.Delete(c, presenceKey(l.id))
+}
+
+// partitionsKey holds, in the lease bucket, the number of partitions the
+// running instances use: a chat's partition is a hash modulo that number,
+// so instances that disagree on it would each think they own chats the
+// other owns.
+const partitionsKey = "partitions"
+
+// agreePartitions records n as the deployment's number of partitions, or
+// refuses to start when the running instances use another.
+func agreePartitions(ctx context.Context, kv jetstream.KeyValue, n int) error {
+	want := itoa(n)
+	if _, err := kv.Create(ctx, partitionsKey, []byte(want)); err == nil || !errors.Is(err, jetstream.ErrKeyExists) {
+		if err != nil {
+			return fmt.Errorf("orchestrator: record the number of partitions: %w", err)
+		}
+		return nil
+	}
+	e, err := kv.Get(ctx, partitionsKey)
+	if err != nil {
+		return fmt.Errorf("orchestrator: read the number of partitions: %w", err)
+	}
+	if have := string(e.Value()); have != want {
+		return fmt.Errorf("orchestrator: orchestrator.partitions is %s here but %s in the running instances (KV %s key %q): every instance must use the same value",
+			want, have, bus.BucketLeases, partitionsKey)
+	}
+	// The same value again keeps the key from expiring with the bucket's
+	// TTL; another instance doing so at the same moment is as good.
+	_, _ = kv.Update(ctx, partitionsKey, []byte(want), e.Revision())
+	return nil
 }

@@ -249,6 +249,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketLeases, err)
 	}
+	if err := agreePartitions(ctx, leaseKV, s.cfg.Partitions); err != nil {
+		return err
+	}
 	s.lease = newLeases(s, leaseKV)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
