@@ -345,7 +345,12 @@ func (s *Service) nudge(rec *chatRecord) {
 	if rec.Chat.Speaker != "" {
 		send(rec.Chat.Speaker, rec.last)
 	}
-	sent := map[string]bool{}
+	// Tasks of one assignment share its encoded message: one copy each.
+	type copyTo struct {
+		name string
+		msg  *byte
+	}
+	sent := map[copyTo]bool{}
 	for _, id := range rec.Chat.RunningTasks() {
 		t, ok := rec.Chat.Task(id)
 		if !ok {
@@ -355,7 +360,7 @@ func (s *Service) nudge(rec *chatRecord) {
 		if msg == nil {
 			msg = rec.last
 		}
-		if k := fmt.Sprintf("%s/%p", t.Assignee, msg); !sent[k] { // one copy of a shared assignment
+		if k := (copyTo{t.Assignee, &msg[0]}); !sent[k] {
 			sent[k] = true
 			send(t.Assignee, msg)
 		}

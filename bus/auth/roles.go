@@ -2,10 +2,11 @@ package auth
 
 import (
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
 )
 
 // Role is what an identity may do on the bus.
@@ -43,14 +44,10 @@ func ParseRole(s string) (Role, error) {
 	return "", fmt.Errorf("role %q is not admin, agent, client or observer", s)
 }
 
-// validName matches an identity name: it becomes a subject token, so it is
-// an agent name (protocol.ValidName's rule, repeated here to keep this
-// package a leaf).
-var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-
-// CheckName reports whether name can be an identity's name.
+// CheckName reports whether name can be an identity's name: it becomes a
+// subject token, so it follows the rule of agent names.
 func CheckName(name string) error {
-	if !validName.MatchString(name) {
+	if !protocol.ValidName(name) {
 		return fmt.Errorf("identity name %q must match [a-z0-9][a-z0-9_-]{0,63}", name)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/bus/auth"
@@ -72,16 +73,15 @@ func credsFor(cfg *configs.Config) string {
 // identity's own reply inboxes, and the CA a TLS server is checked with.
 func natsOptions(cfg *configs.Config, creds string) ([]nats.Option, auth.Identity, error) {
 	id := auth.Identity{Name: "admin", Role: auth.Admin}
-	var opts []nats.Option
 	if creds != "" {
 		var err error
 		if id, err = auth.ReadIdentity(creds); err != nil {
 			return nil, id, err
 		}
-		opts = append(opts, nats.UserCredentials(creds))
-		if id.Role != auth.Admin {
-			opts = append(opts, nats.CustomInboxPrefix(auth.InboxPrefix(id.Name)))
-		}
+	}
+	opts, err := agentkit.CredsOptions(creds)
+	if err != nil {
+		return nil, id, err
 	}
 	if cfg.Bus.TLS.CAFile != "" {
 		opts = append(opts, nats.RootCAs(cfg.Bus.TLS.CAFile))

@@ -208,17 +208,12 @@ func (s *Stack) Dial(t testing.TB, creds string) (nc *nats.Conn, errs <-chan err
 		default:
 		}
 	})}
-	if creds != "" {
-		id, err := auth.ReadIdentity(creds)
-		if err != nil {
-			t.Fatalf("stacktest: %v", err)
-		}
-		opts = append(opts, nats.UserCredentials(creds))
-		if id.Role != auth.Admin {
-			opts = append(opts, nats.CustomInboxPrefix(auth.InboxPrefix(id.Name)))
-		}
+	copts, err := agentkit.CredsOptions(creds)
+	if err != nil {
+		t.Fatalf("stacktest: %v", err)
 	}
-	nc, err := nats.Connect(s.URL, opts...)
+	opts = append(opts, copts...)
+	nc, err = nats.Connect(s.URL, opts...)
 	if err != nil {
 		t.Fatalf("stacktest: connect: %v", err)
 	}

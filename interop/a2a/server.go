@@ -186,24 +186,29 @@ func (s *Server) FrontDoorCard(ctx context.Context) (*a2a.AgentCard, error) {
 			Tags: nonNil(a.Capabilities),
 		})
 	}
+	return s.card("ioa", "The Internet of Agents on NATS: agents that find each other, team up in group chats and get goals done. Each message is a goal; each task is the goal's run.",
+		s.FrontDoorURL(), skills), nil
+}
+
+// card is an A2A card served by the front door: JSON-RPC at url, text in
+// and out, streaming, and the front door's security scheme.
+func (s *Server) card(name, description, url string, skills []a2a.AgentSkill) *a2a.AgentCard {
 	card := &a2a.AgentCard{
-		Name:               "ioa",
-		Description:        "The Internet of Agents on NATS: agents that find each other, team up in group chats and get goals done. Each message is a goal; each task is the goal's run.",
-		URL:                s.FrontDoorURL(),
-		PreferredTransport: a2a.TransportProtocolJSONRPC,
-		AdditionalInterfaces: []a2a.AgentInterface{
-			{Transport: a2a.TransportProtocolJSONRPC, URL: s.FrontDoorURL()},
-		},
-		ProtocolVersion:    ProtocolVersion,
-		Version:            s.cfg.Version,
-		Capabilities:       a2a.AgentCapabilities{Streaming: true, StateTransitionHistory: false},
-		DefaultInputModes:  []string{"text/plain"},
-		DefaultOutputModes: []string{"text/plain"},
-		Skills:             skills,
-		Provider:           &a2a.AgentProvider{Org: "ioa", URL: s.cfg.BaseURL},
+		Name:                 name,
+		Description:          description,
+		URL:                  url,
+		PreferredTransport:   a2a.TransportProtocolJSONRPC,
+		AdditionalInterfaces: []a2a.AgentInterface{{Transport: a2a.TransportProtocolJSONRPC, URL: url}},
+		ProtocolVersion:      ProtocolVersion,
+		Version:              s.cfg.Version,
+		Capabilities:         a2a.AgentCapabilities{Streaming: true},
+		DefaultInputModes:    []string{"text/plain"},
+		DefaultOutputModes:   []string{"text/plain"},
+		Skills:               skills,
+		Provider:             &a2a.AgentProvider{Org: "ioa", URL: s.cfg.BaseURL},
 	}
 	s.security(card)
-	return card, nil
+	return card
 }
 
 // AgentCard is one registered agent's card: messages become goals for a
@@ -228,24 +233,7 @@ func (s *Server) AgentCard(ctx context.Context, name string) (*a2a.AgentCard, er
 	if len(skills) == 0 {
 		skills = []a2a.AgentSkill{{ID: info.Name, Name: info.Name, Description: info.Description, Tags: nonNil(info.Tags)}}
 	}
-	card := &a2a.AgentCard{
-		Name:               info.Name,
-		Description:        info.Description,
-		URL:                s.AgentURL(info.Name),
-		PreferredTransport: a2a.TransportProtocolJSONRPC,
-		AdditionalInterfaces: []a2a.AgentInterface{
-			{Transport: a2a.TransportProtocolJSONRPC, URL: s.AgentURL(info.Name)},
-		},
-		ProtocolVersion:    ProtocolVersion,
-		Version:            s.cfg.Version,
-		Capabilities:       a2a.AgentCapabilities{Streaming: true},
-		DefaultInputModes:  []string{"text/plain"},
-		DefaultOutputModes: []string{"text/plain"},
-		Skills:             skills,
-		Provider:           &a2a.AgentProvider{Org: "ioa", URL: s.cfg.BaseURL},
-	}
-	s.security(card)
-	return card, nil
+	return s.card(info.Name, info.Description, s.AgentURL(info.Name), skills), nil
 }
 
 func nonNil(s []string) []string {

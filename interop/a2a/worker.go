@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ioa-nats/ioa/interop/internal/text"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -124,7 +125,7 @@ func (w *Worker) Capabilities() []string {
 	for _, s := range w.card.Skills {
 		c := s.Name
 		if s.Description != "" && s.Description != s.Name {
-			c += ": " + firstSentence(s.Description)
+			c += ": " + text.FirstSentence(s.Description)
 		}
 		out = append(out, c)
 	}
@@ -156,17 +157,6 @@ func (w *Worker) Description() string {
 
 // Close releases the client.
 func (w *Worker) Close() error { return w.client.Destroy() }
-
-func firstSentence(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if i := strings.Index(s, ". "); i >= 0 {
-		s = s[:i+1]
-	}
-	if len(s) > 200 {
-		s = s[:200]
-	}
-	return s
-}
 
 // taskMessage is what the remote agent gets for an ioa task.
 func taskMessage(t agentkit.Task) string {

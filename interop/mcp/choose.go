@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	iotext "github.com/ioa-nats/ioa/interop/internal/text"
 	"regexp"
 	"slices"
 	"strconv"
@@ -152,7 +153,7 @@ func score(tool *sdk.Tool, words map[string]bool, text string) float64 {
 	if strings.Contains(strings.ToLower(text), strings.ToLower(tool.Name)) {
 		s += 1
 	}
-	desc := wordRE.FindAllString(strings.ToLower(firstSentence(tool.Description)), -1)
+	desc := wordRE.FindAllString(strings.ToLower(iotext.FirstSentence(tool.Description)), -1)
 	var dh float64
 	for _, w := range desc {
 		if len(w) > 3 && words[stem(w)] {

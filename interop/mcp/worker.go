@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ioa-nats/ioa/interop/internal/text"
 	"log/slog"
 	"net/http"
 	"os/exec"
@@ -171,7 +172,7 @@ func (w *Worker) Tools() []*sdk.Tool {
 func (w *Worker) Capabilities() []string {
 	var out []string
 	for _, t := range w.Tools() {
-		d := firstSentence(t.Description)
+		d := text.FirstSentence(t.Description)
 		if d == "" {
 			d = t.Title
 		}
@@ -305,17 +306,6 @@ func resultText(res *sdk.CallToolResult) string {
 		}
 	}
 	return strings.TrimSpace(strings.Join(parts, "\n"))
-}
-
-func firstSentence(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if i := strings.Index(s, ". "); i >= 0 {
-		s = s[:i+1]
-	}
-	if len(s) > 200 {
-		s = s[:200]
-	}
-	return s
 }
 
 // headerTransport adds fixed headers to each request.
