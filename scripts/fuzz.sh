@@ -1,12 +1,42 @@
 #!/usr/bin/env bash
 # Runs every Go fuzz target in the module for a short time each.
+#
+# A target fails when an input fails it: go test then writes the input to
+# testdata/fuzz/<target>/ and we print where. Go 1.26's fuzz coordinator can
+# also report "context deadline exceeded" at the -fuzztime boundary on a busy
+# machine without any input having failed (go.dev/issue/75804, fixed in Go
+# 1.27); such a run wrote no input, so it is run once more instead of failing
+# the build. Any other failure, or the race twice in a row, fails.
 set -euo pipefail
 time=${1:-5s}
 cd "$(dirname "$0")/.."
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+inputs() { find "$1/testdata/fuzz/$2" -type f 2>/dev/null | sort || true; }
+
+fuzz() { # dir target
+	local dir=$1 target=$2 before attempt
+	for attempt in 1 2; do
+		before=$(inputs "$dir" "$target")
+		if go test -run='^$' -fuzz="^${target}\$" -fuzztime="$time" "$dir" >"$out" 2>&1; then
+			return 0
+		fi
+		if [ "$(inputs "$dir" "$target")" = "$before" ] &&
+			grep -q '^    context deadline exceeded$' "$out" && [ "$attempt" = 1 ]; then
+			echo "  $target: Go's fuzz coordinator hit its own deadline race (go.dev/issue/75804), no input failed; running it again"
+			continue
+		fi
+		cat "$out"
+		comm -13 <(echo "$before") <(inputs "$dir" "$target") | sed 's/^/  failing input written to /'
+		return 1
+	done
+}
+
 grep -rl --include='*_test.go' --exclude-dir=node_modules '^func Fuzz' . | sort | while read -r file; do
 	dir=$(dirname "$file")
 	grep -o '^func Fuzz[A-Za-z0-9_]*' "$file" | sed 's/^func //' | while read -r target; do
 		echo "fuzz $dir $target ($time)"
-		go test -run='^$' -fuzz="^${target}\$" -fuzztime="$time" "$dir" >/dev/null
+		fuzz "$dir" "$target"
 	done
 done
