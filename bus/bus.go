@@ -394,11 +394,11 @@ func (b *Bus) provisionRetry(ctx context.Context) error {
 }
 
 // readFromLeaders turns direct gets off on the replicated streams and
-// buckets. A direct get is answered by any replica, and a follower may not
-// have applied a write its leader has acknowledged: the orchestrator would
-// not find a goal it has just created, or a chat it has just started. With
-// direct gets off, reads go to the leader, which costs a little latency and
-// keeps read-after-write. Handles opened after this read the setting.
+// buckets (see directGets) that were created with them on: a bucket is
+// created by CreateOrUpdateKeyValue, which turns them on. Provisioning an
+// existing deployment never turns them on (ensureBucket), so handles that
+// other processes hold stay valid. Handles opened after this read the
+// setting.
 func (b *Bus) readFromLeaders(ctx context.Context) error {
 	for _, name := range []string{StreamChats, StreamTasks, StreamGoals, "KV_" + BucketAgents, "KV_" + BucketGoals, "KV_" + BucketChats} {
 		st, err := b.js.Stream(ctx, name)

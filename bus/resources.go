@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -54,9 +55,10 @@ func (b *Bus) provision(ctx context.Context) error {
 		}
 		sc.Storage = jetstream.FileStorage
 		sc.Replicas = b.cfg.Replicas
+		sc.AllowDirect = directGets(b.cfg.Replicas)
 		sc.Duplicates = dedupWindow
 		sc.MaxAge, sc.MaxBytes, sc.Discard = b.cfg.Retention.MaxAge, b.cfg.Retention.MaxBytes, jetstream.DiscardOld
-		if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+		if err := b.ensureStream(ctx, sc); err != nil {
 			return fmt.Errorf("bus: stream %s: %w", sc.Name, err)
 		}
 	}
@@ -75,7 +77,7 @@ func (b *Bus) provision(ctx context.Context) error {
 		kc.Storage = jetstream.FileStorage
 		kc.Replicas = b.cfg.Replicas
 		kc.MaxValueSize = maxMsg * 4
-		if _, err := b.js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+		if err := b.ensureBucket(ctx, kc); err != nil {
 			return fmt.Errorf("bus: bucket %s: %w", kc.Bucket, err)
 		}
 	}
@@ -86,7 +88,7 @@ func (b *Bus) provision(ctx context.Context) error {
 	if err := b.checkReplicas(ctx, "KV_"+presence.Bucket); err != nil {
 		return err
 	}
-	if _, err := b.js.CreateOrUpdateKeyValue(ctx, presence); err != nil {
+	if err := b.ensureBucket(ctx, presence); err != nil {
 		return fmt.Errorf("bus: bucket %s: %w", presence.Bucket, err)
 	}
 	// Leases live seconds and are renewed all the time: memory, like
@@ -98,10 +100,73 @@ func (b *Bus) provision(ctx context.Context) error {
 	if err := b.checkReplicas(ctx, "KV_"+leases.Bucket); err != nil {
 		return err
 	}
-	if _, err := b.js.CreateOrUpdateKeyValue(ctx, leases); err != nil {
+	if err := b.ensureBucket(ctx, leases); err != nil {
 		return fmt.Errorf("bus: bucket %s: %w", leases.Bucket, err)
 	}
 	return nil
+}
+
+// directGets is whether the streams of a deployment with this many
+// replicas are read with direct gets. A direct get is answered by any
+// replica, and a follower may not have applied a write its leader has
+// acknowledged: the orchestrator would not find a goal it has just created,
+// or a chat it has just started. With direct gets off, reads go to the
+// leader, which costs a little latency and keeps read-after-write.
+func directGets(replicas int) bool { return replicas <= 1 }
+
+// ensureStream creates a stream, or updates an existing one whose settings
+// differ: an update that changes nothing still goes through the cluster's
+// meta leader and tells every replica to reload.
+func (b *Bus) ensureStream(ctx context.Context, sc jetstream.StreamConfig) error {
+	st, err := b.js.Stream(ctx, sc.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = b.js.CreateStream(ctx, sc)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	have := st.CachedInfo().Config
+	want := have
+	want.Subjects, want.Description, want.MaxMsgSize = sc.Subjects, sc.Description, sc.MaxMsgSize
+	want.Replicas, want.Duplicates, want.AllowDirect = sc.Replicas, sc.Duplicates, sc.AllowDirect
+	want.MaxAge, want.MaxBytes, want.Discard = sc.MaxAge, sc.MaxBytes, sc.Discard
+	if want.MaxBytes == 0 {
+		want.MaxBytes = -1 // what the server stores for "no limit"
+	}
+	if reflect.DeepEqual(have, want) {
+		return nil
+	}
+	_, err = b.js.UpdateStream(ctx, want)
+	return err
+}
+
+// ensureBucket creates a bucket, or brings an existing one's settings in
+// line without going through CreateOrUpdateKeyValue: that would turn
+// direct gets on for a moment on every start, and a process that opens the
+// bucket in that moment reads with direct gets for good, which no server
+// answers once they are off again ("no responders" on every read).
+func (b *Bus) ensureBucket(ctx context.Context, kc jetstream.KeyValueConfig) error {
+	st, err := b.js.Stream(ctx, "KV_"+kc.Bucket)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = b.js.CreateOrUpdateKeyValue(ctx, kc)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	have := st.CachedInfo().Config
+	want := have
+	want.Description, want.Replicas, want.MaxAge = kc.Description, kc.Replicas, kc.TTL
+	if kc.MaxValueSize != 0 {
+		want.MaxMsgSize = kc.MaxValueSize
+	}
+	want.AllowDirect = directGets(kc.Replicas)
+	if reflect.DeepEqual(have, want) {
+		return nil
+	}
+	_, err = b.js.UpdateStream(ctx, want)
+	return err
 }
 
 // checkReplicas refuses to lower the replicas of an existing stream: a

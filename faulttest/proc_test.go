@@ -93,6 +93,13 @@ func startExec(t testing.TB, name string, env []string, path string, args ...str
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.kill()
+		if dir := os.Getenv("IOA_FAULT_LOGS"); dir != "" {
+			// The whole output, for a failure the last 4 KiB do not explain.
+			file := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()+"-"+name)+fmt.Sprintf("-%d.log", cmd.Process.Pid))
+			if err := os.WriteFile(file, []byte(p.out.String()), 0o644); err != nil {
+				t.Logf("keep the output of %s: %v", name, err)
+			}
+		}
 		if t.Failed() {
 			t.Logf("--- output of %s (last 4 KiB):\n%s", name, tail(p.out.String(), 4096))
 		}

@@ -169,7 +169,12 @@ func (s *Service) rebuild(ctx context.Context, comm string) (*chatRecord, error)
 		prev := rec.Chat
 		rec.Chat = next
 		rec.note(prev, m, now)
+		rec.last = nil // encoded below, once: what nudges send
 	}
+	if rec.last == nil && len(msgs) > 0 {
+		rec.last = bus.Encode(msgs[len(msgs)-1])
+	}
+	s.ensureTriggers(ctx, comm, msgs)
 	var saved chatRecord
 	if e, err := s.chatKV.Get(ctx, comm); err == nil {
 		rec.rev = e.Revision()
@@ -376,4 +381,40 @@ func (s *Service) seekChat(ctx context.Context, comm, subject string, lo, hi, af
 		}
 	}
 	return lo, nil
+}
+
+// ensureTriggers publishes to IOA_TASKS the task results of a rebuilt log
+// whose trigger is not there: an instance that stopped between appending a
+// result and publishing it (effects) left a task finished in the log whose
+// waiters would never hear of it. The stream is read first, so a trigger
+// already stored is never written twice, whatever the dedupe window.
+func (s *Service) ensureTriggers(ctx context.Context, comm string, msgs []protocol.AgentMessage) {
+	last := map[string]protocol.AgentMessage{}
+	for _, m := range msgs {
+		if m.Type == protocol.MsgTaskResult {
+			last[m.TaskID] = m
+		}
+	}
+	for id, m := range last {
+		subject, err := s.subj.Task(comm, id)
+		if err != nil {
+			continue
+		}
+		raw, err := s.tasks.GetLastMsgForSubject(ctx, subject)
+		if err == nil {
+			var stored protocol.AgentMessage
+			if json.Unmarshal(raw.Data, &stored) == nil && stored.Seq >= m.Seq {
+				continue
+			}
+		} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			s.log.Warn("check task trigger", "comm", comm, "task", id, "err", err)
+			continue
+		}
+		msgID := fmt.Sprintf("%s.%s.%d", comm, id, max(m.Attempt, 1))
+		if err := s.publishOnce(ctx, s.tasks, subject, bus.Encode(m), msgID); err != nil {
+			s.log.Warn("republish task result", "comm", comm, "task", id, "err", err)
+			continue
+		}
+		s.log.Info("task result published on takeover: its trigger was missing", "comm", comm, "task", id, "attempt", m.Attempt)
+	}
 }

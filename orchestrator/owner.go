@@ -361,7 +361,20 @@ func (l *leases) release(ctx context.Context, p int) {
 	}
 	c, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if err := l.kv.Delete(c, leaseKey(p), jetstream.LastRevision(h.rev)); err != nil && !errors.Is(err, context.Canceled) {
+	err := l.kv.Delete(c, leaseKey(p), jetstream.LastRevision(h.rev))
+	if conflict(err) {
+		// A renewal whose answer was lost moved the revision on: the lease
+		// is still ours if the key still names this instance.
+		if e, gerr := l.kv.Get(c, leaseKey(p)); gerr == nil {
+			var v leaseValue
+			if json.Unmarshal(e.Value(), &v) == nil && v.Owner == l.id {
+				err = l.kv.Delete(c, leaseKey(p), jetstream.LastRevision(e.Revision()))
+			} else {
+				err = nil // someone else's already
+			}
+		}
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
 		l.s.log.Warn("release partition", "partition", p, "err", err)
 	}
 }

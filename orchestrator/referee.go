@@ -55,7 +55,7 @@ func (s *Service) outbox(ctx context.Context, subject string, data []byte, reply
 	}
 	// The sender is the name in the subject, never what the body claims.
 	m.Sender = as.Name
-	s.onShard(ctx, as.CommID, func() {
+	queued := s.tryShard(as.CommID, func() {
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.Error("referee panic", "comm", as.CommID, "panic", p)
@@ -74,6 +74,12 @@ func (s *Service) outbox(ctx context.Context, subject string, data []byte, reply
 			_ = bus.RespondErrorLater(s.nc, replyTo, err)
 		}
 	})
+	if !queued {
+		// The sender sends again with the same message id (503 is safe to
+		// retry); the handler moves on to other chats' messages.
+		_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrUnavailable,
+			"chat %s: the referee's queue for it is full (%d messages); send again", as.CommID, shardQueue))
+	}
 }
 
 // checkAgentMessage rejects what no agent may send, before any state is read.
@@ -334,6 +340,15 @@ func (s *Service) nudge(rec *chatRecord) {
 		return
 	}
 	rec.nudged++
+	s.redeliver(rec)
+}
+
+// redeliver sends the chat's last message to its speaker and each running
+// task's assignment to its assignee again; members ignore what they have.
+func (s *Service) redeliver(rec *chatRecord) {
+	if rec.last == nil {
+		return
+	}
 	// The speaker gets the message that gave it the turn; each running
 	// assignee the assignment that carries its task (a stateless member
 	// can act on either without reading the history).

@@ -207,6 +207,10 @@ func (s *Service) Health() protocol.Health {
 	return h
 }
 
+// shardQueue is how many jobs wait on one shard before an agent's message
+// for it is refused with 503 instead of holding up the endpoint.
+const shardQueue = 256
+
 // numShards is how many chats the referee works on at once; messages of one
 // chat always go to the same shard, so each chat is handled in order.
 const numShards = 16
@@ -257,7 +261,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.cancel = cancel
 	s.shards = make([]chan func(), numShards)
 	for i := range s.shards {
-		ch := make(chan func(), 256)
+		ch := make(chan func(), shardQueue)
 		s.shards[i] = ch
 		s.wg.Go(func() {
 			for {
@@ -477,6 +481,10 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		if s.svc != nil {
 			err = s.svc.Stop()
 		}
+		// Messages already taken are refereed to the end, effects included
+		// (a task result's trigger, a goal's end): cancelling first would
+		// cut a job between its log append and what follows from it.
+		s.drainShards(ctx)
 		if s.cancel != nil {
 			s.cancel()
 		}
@@ -521,15 +529,61 @@ func (s *Service) Kill() {
 	})
 }
 
-// onShard runs job on the shard that owns key (a comm or goal id), so work
-// on one chat is serialised without a lock per chat.
-func (s *Service) onShard(ctx context.Context, key string, job func()) {
+// shardDrainFor bounds how long a clean stop waits for queued shard jobs.
+const shardDrainFor = 5 * time.Second
+
+// drainShards waits until the jobs queued on every shard before it was
+// called have run, for up to shardDrainFor or until ctx ends.
+func (s *Service) drainShards(ctx context.Context) {
+	if s.shards == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, shardDrainFor)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, ch := range s.shards {
+		wg.Add(1)
+		select {
+		case ch <- wg.Done:
+		case <-ctx.Done():
+			wg.Done()
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.log.Warn("stopping with shard jobs still queued", "err", ctx.Err())
+	}
+}
+
+// shardOf is the shard that owns key (a comm or goal id).
+func (s *Service) shardOf(key string) chan func() {
 	var h uint32 = 2166136261
 	for i := 0; i < len(key); i++ {
 		h = (h ^ uint32(key[i])) * 16777619
 	}
+	return s.shards[h%numShards]
+}
+
+// tryShard queues job on the shard that owns key unless that shard's queue
+// is full. Request handlers use it: a handler that waited on one busy chat
+// would hold up every chat behind it on the endpoint.
+func (s *Service) tryShard(key string, job func()) bool {
 	select {
-	case s.shards[h%numShards] <- job:
+	case s.shardOf(key) <- job:
+		return true
+	default:
+		return false
+	}
+}
+
+// onShard runs job on the shard that owns key (a comm or goal id), so work
+// on one chat is serialised without a lock per chat.
+func (s *Service) onShard(ctx context.Context, key string, job func()) {
+	select {
+	case s.shardOf(key) <- job:
 	case <-ctx.Done():
 	}
 }

@@ -207,6 +207,13 @@ func (s *Service) resume(ctx context.Context, parts []int) {
 			// An ended chat stays too: the sweep records its goal's end
 			// (a crash between the last append and finishGoal).
 			rec.TurnSince = time.Now().UTC() // whoever holds the turn gets a full timeout after the takeover
+			// The dead owner may have logged a message it never delivered,
+			// or delivered it to a replica that died with it (the built-in
+			// coordinator runs beside it): whoever the chat waits on gets it
+			// now rather than at the first nudge, a third of a timeout away.
+			if !rec.stale && !rec.Chat.Ended() {
+				s.redeliver(rec)
+			}
 			s.setActive(st.CommID, rec)
 		case !ours(id):
 		case time.Now().After(st.Deadline):
