@@ -163,6 +163,10 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 			st.Deadline = parent.Deadline
 		}
 	}
+	// Indexed first: a goal recorded is always found by a takeover.
+	if err := s.markLive(ctx, st.GoalID); err != nil {
+		return st, fmt.Errorf("orchestrator: index goal: %w", err)
+	}
 	data := bus.Encode(st)
 	if _, err := s.settle(ctx, "goal record "+st.GoalID, func(ctx context.Context) (uint64, error) {
 		return s.goals.Create(ctx, st.GoalID, data)
@@ -383,12 +387,14 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		return nil
 	})
 	if ended || errors.Is(err, errSkip) {
+		s.unmarkLive(ctx, id)
 		return nil
 	}
 	if err != nil {
 		s.log.Warn("finish goal", "goal", id, "err", err)
 		return err
 	}
+	s.unmarkLive(ctx, id)
 	res := *st.Result
 	kind := map[string]string{
 		protocol.GoalConcluded: protocol.EventConcluded, protocol.GoalFailed: protocol.EventFailed,
@@ -537,12 +543,24 @@ func (s *Service) handleList(ctx context.Context, r micro.Request, req *protocol
 	if limit == 0 {
 		limit = 100
 	}
-	keys, err := s.goals.ListKeys(ctx)
-	if err != nil {
-		return nil, protocol.Errorf(protocol.ErrUnavailable, "list goals: %v", err)
+	var ids []string
+	if req.Status == "running" {
+		if ids, err = s.liveGoals(ctx); err != nil {
+			return nil, protocol.Errorf(protocol.ErrUnavailable, "list goals: %v", err)
+		}
+	} else {
+		keys, err := s.goals.ListKeys(ctx)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.ErrUnavailable, "list goals: %v", err)
+		}
+		for key := range keys.Keys() {
+			if protocol.ValidID(key) {
+				ids = append(ids, key)
+			}
+		}
 	}
 	out := protocol.GoalListReply{Goals: []protocol.GoalStatus{}}
-	for key := range keys.Keys() {
+	for _, key := range ids {
 		st, _, err := s.getGoal(ctx, key)
 		if err != nil {
 			continue

@@ -173,16 +173,20 @@ func (s *Service) resume(ctx context.Context, parts []int) {
 		in[p] = true
 	}
 	ours := func(id string) bool { return in[partitionOf(id, s.cfg.Partitions)] && s.mine(id) }
-	keys, err := s.goals.ListKeys(ctx)
+	ids, err := s.liveGoals(ctx)
 	if err != nil {
-		return // an empty bucket has no keys
+		s.log.Warn("resume: live goal index unreadable", "err", err)
+		return
 	}
-	for id := range keys.Keys() {
-		if !protocol.ValidID(id) {
-			continue // a reserved key
-		}
+	for _, id := range ids {
 		st, err := s.readGoal(ctx, id)
-		if err != nil || protocol.GoalEnded(st.Status) {
+		if (err == nil && protocol.GoalEnded(st.Status)) || (errors.Is(err, protocol.ErrNotFound) && s.indexedLongAgo(ctx, id)) {
+			if in[partitionOf(id, s.cfg.Partitions)] {
+				s.unmarkLive(ctx, id) // left behind by a stop after the end
+			}
+			continue
+		}
+		if err != nil {
 			continue
 		}
 		// A chat belongs to its own partition (the same as its goal's for
