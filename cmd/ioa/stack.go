@@ -265,6 +265,15 @@ func embedder(e configs.Embedder) (search.Embedder, error) {
 // their cards; closers end those sessions (also when it fails).
 func buildAgents(ctx context.Context, cfg *configs.Config, sandbox string, log *slog.Logger) (out []agentkit.Agent, closers []func() error, err error) {
 	for _, a := range cfg.Agents {
+		if a.Type == protocol.TypeHuman {
+			// A person: hosted (registered, online, in its chats) but
+			// never answered for; see agentkit.Agent.
+			out = append(out, agentkit.Agent{Card: protocol.AgentCard{
+				Name: a.Name, Description: a.Description, Capabilities: a.Capabilities, Type: a.Type,
+				Tags: a.Tags, Metadata: a.Metadata,
+			}})
+			continue
+		}
 		p, err := policyFor(cfg, a.Policy)
 		if err != nil {
 			return nil, closers, fmt.Errorf("agent %s: %w", a.Name, err)
