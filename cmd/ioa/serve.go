@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
@@ -34,7 +35,8 @@ with {"status":"ready","ready":true} (before that {"status":"starting",
 		Example: `  ioa serve
   ioa serve --listen 0.0.0.0:4222 --data-dir /var/lib/ioa
   ioa serve --nats-url nats://nats1:4222,nats://nats2:4222
-  ioa serve --http 127.0.0.1:8080       # and the A2A front door
+  ioa serve --http 0.0.0.0:8080         # the web console and A2A for other machines (login with the console token)
+  ioa serve --http none                 # no HTTP at all
   IOA_CONFIG=configs/demo.yaml ioa serve
   ioa serve --check --wait 30s && ioa goal "Compute 6 * 7"`,
 		Args: cobra.NoArgs,
@@ -52,7 +54,7 @@ with {"status":"ready","ready":true} (before that {"status":"starting",
 	}
 	configs.AddFlags(cmd.Flags())
 	cmd.Flags().Bool("insecure", false, "accept connections without credentials (development only) [$IOA_INSECURE]")
-	cmd.Flags().String("http", "", "serve HTTP on this host:port, e.g. 127.0.0.1:8080: the A2A front door (agent cards, goals as A2A tasks) [$IOA_HTTP_LISTEN]")
+	cmd.Flags().String("http", defaultHTTP, "serve HTTP on this host:port: the web console at / and the A2A front door (agent cards, goals as A2A tasks); \"\" or none: no HTTP [$IOA_HTTP_LISTEN]")
 	cmd.Flags().Bool("check", false, "do not serve: ask the running server (--nats-url, or --listen) whether it is ready; exit 0 ready, 1 not")
 	cmd.Flags().Duration("wait", 0, "with --check: keep asking until ready or this much time has passed")
 	return cmd
@@ -137,7 +139,7 @@ func busConfig(c *configs.Config) bus.Config {
 func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	log := newLogger(cfg)
 	start := time.Now()
-	st, err := startStack(ctx, cfg, stackOptions{services: true, a2a: true}, log)
+	st, err := startStack(ctx, cfg, stackOptions{services: true, http: true}, log)
 	if err != nil {
 		return err
 	}
@@ -179,7 +181,8 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	}
 	fmt.Fprintf(out, "submit a goal:  nats req %s.goal.submit 'your goal'   (or: ioa goal 'your goal')\n", p)
 	fmt.Fprintf(out, "follow chats:   nats sub '%s.chat.>'\n", p)
-	if f := st.a2a; f != nil {
+	if f := st.http; f != nil {
+		printConsole(out, f)
 		fmt.Fprintf(out, "A2A:            %s%s (goals submitted as %q)\n", f.base, "/.well-known/agent-card.json", cfg.A2A.As)
 		if f.tokenFile != "" {
 			fmt.Fprintf(out, "  bearer token:   curl -H \"Authorization: Bearer $(cat %s)\" %s/a2a ...\n", absPath(f.tokenFile), f.base)
@@ -190,6 +193,19 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	<-ctx.Done()
 	fmt.Fprintln(out, "shutting down")
 	return nil
+}
+
+// printConsole says where the web console is and how to log in.
+func printConsole(out io.Writer, f *httpFrontDoor) {
+	fmt.Fprintf(out, "web console:    %s\n", f.consoleURL())
+	switch {
+	case f.consoleToken == "":
+		fmt.Fprintf(out, "WARNING: insecure mode: the console lets anyone who reaches %s submit, cancel and answer\n", f.base)
+	case f.loopback:
+		fmt.Fprintf(out, "  that URL logs you in; without it the console is read-only (token in %s)\n", absPath(f.consoleTokenFile))
+	default:
+		fmt.Fprintf(out, "  login token:    %s (in %s); without it every page answers 401\n", f.consoleToken, absPath(f.consoleTokenFile))
+	}
 }
 
 func onOff(on bool) string {
