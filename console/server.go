@@ -171,8 +171,10 @@ func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		// A JSON body cannot be sent cross-site without a CORS preflight,
-		// which this server never grants: with the cookie that stops CSRF.
-		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		// which this server never grants; with the SameSite=Strict cookie
+		// that stops CSRF. A request without a body needs no type.
+		ct := r.Header.Get("Content-Type")
+		if (ct != "" || r.ContentLength != 0) && !strings.HasPrefix(ct, "application/json") {
 			writeError(w, http.StatusUnsupportedMediaType, "invalid", "send the body as Content-Type: application/json")
 			return
 		}
