@@ -228,7 +228,7 @@ function goalPage(view, id) {
       const text = el("textarea", { class: "task-answer", placeholder: "your answer" });
       const status = el("select", {}, el("option", { value: "completed" }, "completed"), el("option", { value: "failed" }, "failed"));
       out.push(el("div", { class: "you input-required", "data-task": tid }, el("h3", {}, `Input required: ${t.assignee}, task ${tid}`),
-        el("p", { class: "content" }, t.task_desc),
+        el("p", { class: "task-desc" }, t.task_desc),
         state.me.can_write ? el("form", { onsubmit: async (ev) => {
           ev.preventDefault();
           try { await api("POST", `/api/goals/${gid}/tasks/${tid}/result`, { status: status.value, conclusion: text.value }); }
@@ -246,13 +246,15 @@ function goalPage(view, id) {
       el("thead", {}, el("tr", {}, el("th", {}, "task"), el("th", {}, "assignee"), el("th", {}, "state"), el("th", {}, "time"))),
       el("tbody", {}, ...c.tasks.map((t) => el("tr", { "data-task": t.task_id },
         el("td", {}, t.task_id + " ", el("span", { class: "muted" }, t.task_abstract || t.task_desc)),
-        el("td", {}, t.assignee, t.person ? " 👤" : ""),
+        el("td", {}, t.assignee, t.person ? el("span", { class: "muted" }, " (person)") : ""),
         el("td", {}, pill(t.status), t.attempt > 1 ? ` #${t.attempt}` : ""),
         el("td", {}, dur(t.duration_ms)))))));
-    const names = Object.keys(c.usage || {});
+    // Every member, and anyone else whose messages carried usage.
+    const names = [...new Set([...c.members.map((m) => m.name), ...Object.keys(c.usage || {})])];
+    const zero = { llm_calls: 0, prompt_tokens: 0, completion_tokens: 0 };
     usage.replaceChildren(el("h2", {}, "Usage"), el("table", { id: "usage" },
       el("thead", {}, el("tr", {}, el("th", {}, "agent"), el("th", {}, "LLM calls"), el("th", {}, "tokens in"), el("th", {}, "tokens out"))),
-      el("tbody", {}, ...names.map((n) => { const u = c.usage[n]; return el("tr", {}, el("td", {}, n), el("td", {}, u.llm_calls), el("td", {}, u.prompt_tokens), el("td", {}, u.completion_tokens)); }),
+      el("tbody", {}, ...names.map((n) => { const u = (c.usage && c.usage[n]) || zero; return el("tr", {}, el("td", {}, n), el("td", {}, u.llm_calls), el("td", {}, u.prompt_tokens), el("td", {}, u.completion_tokens)); }),
         el("tr", {}, el("th", {}, "goal"), el("th", {}, c.total.llm_calls), el("th", {}, c.total.prompt_tokens), el("th", {}, c.total.completion_tokens)))));
   }
 
@@ -310,6 +312,7 @@ async function peoplePage(view) {
 
 async function route() {
   closeLive();
+  document.getElementById("flash").hidden = true;
   const view = document.getElementById("view");
   const [path, query] = (location.hash.slice(1) || "/goals").split("?");
   const params = new URLSearchParams(query || "");
