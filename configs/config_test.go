@@ -117,7 +117,7 @@ func TestShippedConfigsAreValid(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if f == "demo.yaml" && len(c.Agents) != 6 {
+		if f == "demo.yaml" && len(c.Agents) != 7 {
 			t.Fatalf("demo agents = %d", len(c.Agents))
 		}
 	}

@@ -106,7 +106,8 @@ async function goalsPage(view, params) {
     tbody.replaceChildren(...r.goals.map((g) => {
       const running = !["concluded", "failed", "cancelled", "timed_out"].includes(g.status);
       return el("tr", { "data-goal-id": g.goal_id },
-        el("td", { class: "goal-text" }, el("a", { href: "#/goal/" + g.goal_id }, g.goal), el("div", { class: "muted" }, g.goal_id)),
+        el("td", { class: "goal-text" }, el("a", { href: "#/goal/" + g.goal_id }, g.goal),
+          el("div", { class: "muted" }, g.goal_id, g.parent_goal_id ? " · sub-goal of " : "", g.parent_goal_id ? el("a", { href: "#/goal/" + g.parent_goal_id }, g.parent_goal_id) : "")),
         el("td", {}, pill(g.status)),
         el("td", { class: "wide" }, g.outcome ? pill(g.outcome) : ""),
         el("td", { class: "wide" }, ago(g.created_at)),
