@@ -262,6 +262,10 @@ func TestGoalsPagingAndSearch(t *testing.T) {
 	if _, out := e.call(t, "GET", "/api/goals?status=running", "", nil); len(out["goals"].([]any)) != 0 {
 		t.Errorf("running goals: %v", out)
 	}
+	// A person takes part in chats but never launches one.
+	if res := e.stack.Submit(t, protocol.GoalRequest{Goal: "Compute 1 + 1", Launcher: "alice"}); res.Status != protocol.GoalFailed || !strings.Contains(res.Reason, "is a person") {
+		t.Errorf("a goal launched by a person: %+v", res)
+	}
 	_, out := e.call(t, "GET", "/api/search?q=multiply+two+numbers", "", nil)
 	res := out["results"].([]any)
 	if len(res) == 0 || res[0].(map[string]any)["name"] != "calculator" || res[0].(map[string]any)["score"].(float64) <= 0 {
