@@ -110,6 +110,7 @@ func (s *Server) serveGoalLive(w http.ResponseWriter, r *http.Request) {
 	}
 	var consumers []jetstream.ConsumeContext
 	defer func() {
+		cancel() // first: a callback blocked on items returns
 		for _, c := range consumers {
 			c.Stop()
 		}

@@ -31,7 +31,14 @@ then the goal subjects have no responders. It prints a "ready:" line, logs
 "ready: goal service open", and the orchestrator answers <prefix>.health
 with {"status":"ready","ready":true} (before that {"status":"starting",
 "waiting":[...]}). A supervisor asks with "ioa serve --check" (exit 0 ready,
-1 not ready or not reachable), optionally waiting: --check --wait 30s.`,
+1 not ready or not reachable), optionally waiting: --check --wait 30s.
+
+serve also serves HTTP on --http (default 127.0.0.1:8080; "" or none: off):
+the web console at / (agents, goals, each goal's chat live, people's turns
+and tasks) and the A2A front door. It prints the console's URL; on loopback
+that URL carries the login token (data dir creds/console.token), and
+without it the console is read-only; on any other address every page needs
+the token. If the default address is taken, serve goes on without HTTP.`,
 		Example: `  ioa serve
   ioa serve --listen 0.0.0.0:4222 --data-dir /var/lib/ioa
   ioa serve --nats-url nats://nats1:4222,nats://nats2:4222
@@ -167,6 +174,9 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	fmt.Fprintf(out, "registry: %s   orchestrator: %s (coordinator %q, %s policy)   agents: %d configured\n",
 		onOff(st.reg != nil), onOff(st.orch != nil), cfg.Orchestrator.Coordinator, cfg.CoordinatorPolicy(), len(cfg.Agents))
 	p := b.Subjects().Prefix()
+	if f := st.http; f != nil {
+		printConsole(out, f)
+	}
 	if err := st.waitReady(ctx, func(err error) { fmt.Fprintln(out, err) }); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -182,7 +192,6 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	fmt.Fprintf(out, "submit a goal:  nats req %s.goal.submit 'your goal'   (or: ioa goal 'your goal')\n", p)
 	fmt.Fprintf(out, "follow chats:   nats sub '%s.chat.>'\n", p)
 	if f := st.http; f != nil {
-		printConsole(out, f)
 		fmt.Fprintf(out, "A2A:            %s%s (goals submitted as %q)\n", f.base, "/.well-known/agent-card.json", cfg.A2A.As)
 		if f.tokenFile != "" {
 			fmt.Fprintf(out, "  bearer token:   curl -H \"Authorization: Bearer $(cat %s)\" %s/a2a ...\n", absPath(f.tokenFile), f.base)
