@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/builtin"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
+	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/console"
 	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/orchestrator"
@@ -39,7 +41,7 @@ func alice() agentkit.Agent {
 	}}
 }
 
-func start(t *testing.T, cfg console.Config) *env {
+func start(t *testing.T, cfg console.Config, extra ...agentkit.Agent) *env {
 	t.Helper()
 	st := stacktest.Start(t, stacktest.Options{
 		Coordinator: true,
@@ -50,12 +52,12 @@ func start(t *testing.T, cfg console.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.RunAgents(t, nil,
-		agentkit.Agent{Card: protocol.AgentCard{
+	st.RunAgents(t, nil, append([]agentkit.Agent{
+		{Card: protocol.AgentCard{
 			Name: "calculator", Type: protocol.TypeTool, Description: "Evaluates arithmetic expressions and computes exact numeric results.",
 			Capabilities: []string{"arithmetic", "compute sums, products and percentages"},
 		}, Worker: calc, Policy: rules.New(rules.Config{})},
-		alice())
+		alice()}, extra...)...)
 	nc, err := st.Bus.NewConn("console")
 	if err != nil {
 		t.Fatal(err)
@@ -442,5 +444,45 @@ func TestCancel(t *testing.T) {
 	next(t, live, "the end", func(ev liveEvent) bool { return ev.name == "chat" && ev.data["ended"] == true })
 	if code, out := e.call(t, "POST", "/api/goals/"+id+"/say", token, map[string]string{"content": "too late"}); code != 409 {
 		t.Errorf("say after the end: %d %v, want 409", code, out)
+	}
+}
+
+// delegating always wants a sub-team for its tasks.
+type delegating struct{ *rules.Policy }
+
+func (delegating) NeedsTeam(_ context.Context, q agentkit.TeamCheck) (string, error) {
+	return q.Task.TaskDesc, nil
+}
+
+// A goal's live stream follows its nested sub-goals too: their records
+// (for the tree) and their chats.
+func TestLiveFollowsSubGoals(t *testing.T) {
+	planner := agentkit.Agent{
+		Card: protocol.AgentCard{Name: "planner", Type: protocol.TypeTool, Description: "Plans trips and their budgets.",
+			Capabilities: []string{"trip budget"}, NestedTeams: true},
+		Worker: agentkit.WorkerFunc(func(context.Context, agentkit.Task) (agentkit.Result, error) {
+			return agentkit.Result{Conclusion: "budget: 1200 EUR"}, nil
+		}),
+		Policy: delegating{rules.New(rules.Config{})},
+	}
+	e := start(t, console.Config{}, planner)
+	max1 := 1
+	var sub protocol.SubmitReply
+	if err := e.stack.Request(t, e.stack.Bus.Subjects().Goal(bus.GoalSubmit),
+		protocol.GoalRequest{Goal: "Plan the trip budget.", Team: []string{"planner"}, MaxDepth: &max1}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	live := e.follow(t, sub.GoalID)
+	child := next(t, live, "the sub-goal's record", func(ev liveEvent) bool {
+		return ev.name == "goal" && ev.data["parent_goal_id"] == sub.GoalID
+	}).data["goal_id"].(string)
+	next(t, live, "the sub-goal's chat ending", func(ev liveEvent) bool {
+		return ev.name == "chat" && ev.data["goal_id"] == child && ev.data["ended"] == true
+	})
+	root := next(t, live, "the root's end", func(ev liveEvent) bool {
+		return ev.name == "goal" && ev.data["goal_id"] == sub.GoalID && ev.data["result"] != nil
+	})
+	if kids, _ := root.data["children"].([]any); len(kids) != 1 || kids[0] != child {
+		t.Errorf("root's children: %v, want [%s]", root.data["children"], child)
 	}
 }
