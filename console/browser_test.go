@@ -196,6 +196,7 @@ func TestBrowser(t *testing.T) {
 	run(t, ctx, "the people page lists alice's turn",
 		chromedp.Navigate(e.srv.URL+"/#/people"),
 		textContains("#people", "your turn"),
+		textContains("#people-badge", "1"),
 		chromedp.NavigateBack(),
 		chromedp.WaitVisible(chromedp.CSS("#say-content")),
 	)

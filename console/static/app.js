@@ -187,7 +187,24 @@ function goalPage(view, id) {
       m.content ? el("div", { class: "content" }, m.content) : "", ...body);
   }
 
+  // A redraw keeps what the person is typing (and the focus): the chat
+  // moves on while they write.
+  function typed() {
+    const out = {};
+    for (const t of chatBox.querySelectorAll("textarea[data-key]")) out[t.dataset.key] = { v: t.value, f: t === document.activeElement };
+    return out;
+  }
+  function restore(saved) {
+    for (const t of chatBox.querySelectorAll("textarea[data-key]")) {
+      const s = saved[t.dataset.key];
+      if (!s) continue;
+      t.value = s.v;
+      if (s.f) t.focus();
+    }
+  }
+
   function drawChat() {
+    const saved = typed();
     const c = chats[selected];
     const list = msgs[selected] || [];
     const parts = [el("h2", {}, selected === id ? "Chat" : "Chat of sub-goal " + selected)];
@@ -201,6 +218,7 @@ function goalPage(view, id) {
     }
     parts.push(el("div", { class: "chat", id: "chat" }, ...list.map(msgView)));
     chatBox.replaceChildren(...parts);
+    restore(saved);
     const box = chatBox.querySelector("#chat");
     box.scrollTop = box.scrollHeight;
     drawBoard();
@@ -210,7 +228,7 @@ function goalPage(view, id) {
     const out = [];
     if (c.your_turn) {
       const who = c.your_turn;
-      const content = el("textarea", { id: "say-content", placeholder: `${who}, what do you say?` });
+      const content = el("textarea", { id: "say-content", "data-key": `${gid}/turn/${c.turn}`, placeholder: `${who}, what do you say?` });
       const type = el("select", { id: "say-type" }, el("option", { value: "discussion" }, "discussion"), el("option", { value: "conclusion" }, "conclusion"));
       const next = el("select", { id: "say-next" }, ...c.members.filter((m) => m.name !== who).map((m) =>
         el("option", { value: m.name, selected: m.name === c.launcher }, m.name)));
@@ -226,7 +244,7 @@ function goalPage(view, id) {
     for (const tid of c.input_required || []) {
       const t = c.tasks.find((x) => x.task_id === tid);
       if (!t) continue;
-      const text = el("textarea", { class: "task-answer", placeholder: "your answer" });
+      const text = el("textarea", { class: "task-answer", "data-key": `${gid}/${tid}/${t.attempt}`, placeholder: "your answer" });
       const status = el("select", {}, el("option", { value: "completed" }, "completed"), el("option", { value: "failed" }, "failed"));
       out.push(el("div", { class: "you input-required", "data-task": tid }, el("h3", {}, `Input required: ${t.assignee}, task ${tid}`),
         el("p", { class: "task-desc" }, t.task_desc),
@@ -311,8 +329,20 @@ async function peoplePage(view) {
 
 // ---------- routing ----------
 
+// The People badge counts what waits on people in running goals.
+async function peopleBadge() {
+  const b = document.getElementById("people-badge");
+  try {
+    const r = await api("GET", "/api/people");
+    const n = r.people.reduce((k, p) => k + p.waiting.reduce((m, w) => m + (w.turn ? 1 : 0) + (w.tasks || []).length, 0), 0);
+    b.textContent = n;
+    b.hidden = n === 0;
+  } catch (e) { b.hidden = true; }
+}
+
 async function route() {
   closeLive();
+  peopleBadge();
   document.getElementById("flash").hidden = true;
   const view = document.getElementById("view");
   const [path, query] = (location.hash.slice(1) || "/goals").split("?");
