@@ -280,7 +280,14 @@ function goalPage(view, id) {
   const es = new EventSource(`/api/goals/${id}/live`);
   state.live = es;
   es.addEventListener("goal", (e) => { const g = JSON.parse(e.data); goals[g.goal_id] = g; drawHead(); drawTree(); });
-  es.addEventListener("message", (e) => { const m = JSON.parse(e.data); (msgs[m.goal_id] = msgs[m.goal_id] || []).push(m); });
+  // EventSource reconnects by itself (ioa serve restarted, the network
+  // dropped) and the stream then starts again from the first message:
+  // keep each seq once.
+  es.addEventListener("message", (e) => {
+    const m = JSON.parse(e.data);
+    const list = (msgs[m.goal_id] = msgs[m.goal_id] || []);
+    if (!list.length || m.seq > list[list.length - 1].seq) list.push(m);
+  });
   es.addEventListener("chat", (e) => { const c = JSON.parse(e.data); chats[c.goal_id] = c; if (c.goal_id === selected) drawChat(); if (c.goal_id === id) drawHead(); });
   es.addEventListener("error", (e) => { if (e.data) flash(JSON.parse(e.data).message); });
   drawChat();
