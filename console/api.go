@@ -36,23 +36,25 @@ func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
 
 func (s *Server) serveAgents(w http.ResponseWriter, r *http.Request) {
 	offset, err := intParam(r, "offset", 0, 0, 1_000_000)
-	if err == nil {
-		var limit int
-		if limit, err = intParam(r, "limit", 100, 1, 1000); err == nil {
-			var out protocol.ListReply
-			req := protocol.ListRequest{Offset: offset, Limit: limit, OnlineOnly: r.URL.Query().Get("online") == "1"}
-			if err := s.request(r, s.cfg.Subjects.Registry(bus.RegistryList), req, &out); err != nil {
-				writeServiceError(w, err)
-				return
-			}
-			if out.Agents == nil {
-				out.Agents = []protocol.AgentInfo{}
-			}
-			writeJSON(w, http.StatusOK, out)
-			return
-		}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
 	}
-	writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	limit, err := intParam(r, "limit", 100, 1, 1000)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	var out protocol.ListReply
+	req := protocol.ListRequest{Offset: offset, Limit: limit, OnlineOnly: r.URL.Query().Get("online") == "1"}
+	if err := s.request(r, s.cfg.Subjects.Registry(bus.RegistryList), req, &out); err != nil {
+		writeServiceError(w, err)
+		return
+	}
+	if out.Agents == nil {
+		out.Agents = []protocol.AgentInfo{}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) serveSearch(w http.ResponseWriter, r *http.Request) {

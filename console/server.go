@@ -144,7 +144,15 @@ func (s *Server) RoleOf(r *http.Request) Role {
 	if tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1 {
 		return RoleOperator
 	}
-	if s.cfg.ViewWithoutLogin {
+	return s.anonymous()
+}
+
+// anonymous is the role of a request without the token.
+func (s *Server) anonymous() Role {
+	switch {
+	case s.cfg.Token == "":
+		return RoleOperator
+	case s.cfg.ViewWithoutLogin:
 		return RoleViewer
 	}
 	return RoleNone
@@ -237,7 +245,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serveLogout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	writeJSON(w, http.StatusOK, map[string]any{"role": s.RoleOf(&http.Request{Header: http.Header{}})})
+	writeJSON(w, http.StatusOK, map[string]any{"role": s.anonymous()})
 }
 
 // decodeBody reads a strict JSON body into v, or answers 400/413 itself.
