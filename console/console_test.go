@@ -14,6 +14,8 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/builtin"
+	"github.com/ioa-nats/ioa/agentkit/llm"
+	"github.com/ioa-nats/ioa/agentkit/llm/llmtest"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/bus"
@@ -41,10 +43,17 @@ func alice() agentkit.Agent {
 	}}
 }
 
+// start runs the stack with the rules coordinator, the calculator, alice
+// and extra, and a console in front.
 func start(t *testing.T, cfg console.Config, extra ...agentkit.Agent) *env {
 	t.Helper()
+	return startWith(t, cfg, true, extra...)
+}
+
+func startWith(t *testing.T, cfg console.Config, rulesCoordinator bool, extra ...agentkit.Agent) *env {
+	t.Helper()
 	st := stacktest.Start(t, stacktest.Options{
-		Coordinator: true,
+		Coordinator: rulesCoordinator,
 		// A person takes longer than a program; no test waits for these.
 		Orchestrator: orchestrator.Config{SpeakerTimeout: 2 * time.Minute, TaskTimeout: 2 * time.Minute},
 	})
@@ -484,5 +493,42 @@ func TestLiveFollowsSubGoals(t *testing.T) {
 	})
 	if kids, _ := root.data["children"].([]any); len(kids) != 1 || kids[0] != child {
 		t.Errorf("root's children: %v, want [%s]", root.data["children"], child)
+	}
+}
+
+// The goal's cost: a coordinator on a model (a fake OpenAI server that
+// answers garbage, so every move is the policy's fallback) spends LLM
+// calls and tokens; the chat state shows them per agent, and its total is
+// the goal's usage.
+func TestUsagePerAgentAndGoal(t *testing.T) {
+	fake := llmtest.New(t, llmtest.Always(llmtest.Garbage()))
+	model, err := llm.NewModel(llm.Config{BaseURL: fake.URL, Model: "fake", Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startWith(t, console.Config{}, false, orchestrator.Coordinator("coordinator", llm.New(model, llm.PolicyConfig{Retries: -1})))
+	code, out := e.call(t, "POST", "/api/goals", "", map[string]any{"goal": "Compute 2 + 2", "team": []string{"calculator"}})
+	if code != 202 {
+		t.Fatalf("submit: %d %v", code, out)
+	}
+	id := out["goal_id"].(string)
+	live := e.follow(t, id)
+	end := next(t, live, "the chat's end", func(ev liveEvent) bool { return ev.name == "chat" && ev.data["ended"] == true })
+	g := next(t, live, "the goal's result", func(ev liveEvent) bool { return ev.name == "goal" && ev.data["result"] != nil })
+	usage := end.data["usage"].(map[string]any)
+	coord, _ := usage["coordinator"].(map[string]any)
+	if coord == nil || coord["llm_calls"].(float64) < 1 || coord["prompt_tokens"].(float64) < 1 {
+		t.Fatalf("the coordinator's usage: %v", usage)
+	}
+	total := end.data["total"].(map[string]any)
+	res := g.data["result"].(map[string]any)["usage"].(map[string]any)
+	for _, k := range []string{"llm_calls", "prompt_tokens", "completion_tokens"} {
+		if total[k] != res[k] {
+			t.Errorf("%s: chat total %v, goal result %v", k, total[k], res[k])
+		}
+	}
+	reported, calls := fake.Reported()
+	if int(total["llm_calls"].(float64)) != calls || int(total["prompt_tokens"].(float64)) != reported.PromptTokens {
+		t.Errorf("chat total %v; the model answered %d calls, %+v", total, calls, reported)
 	}
 }
