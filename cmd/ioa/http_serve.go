@@ -29,7 +29,8 @@ type httpFrontDoor struct {
 	srv  *http.Server
 	done chan error
 	base string // public base URL
-	// loopback says the listener is on a loopback address.
+	// loopback says the listener is on a loopback address and not
+	// published under another URL: only this machine reaches it.
 	loopback bool
 
 	door      *a2a.Server
@@ -74,7 +75,9 @@ func startHTTP(cfg *configs.Config, b *bus.Bus, log *slog.Logger) (_ *httpFrontD
 		}
 		return nil, fmt.Errorf("--http (a2a.listen) %s: %w", addr, err)
 	}
-	f := &httpFrontDoor{mux: http.NewServeMux(), loopback: isLoopback(ln.Addr())}
+	// A loopback listener behind a proxy (a2a.public_url set) is reached
+	// from elsewhere: it gets the login of any other address.
+	f := &httpFrontDoor{mux: http.NewServeMux(), loopback: isLoopback(ln.Addr()) && cfg.A2A.PublicURL == ""}
 	defer func() {
 		if err != nil {
 			_ = ln.Close()
