@@ -176,6 +176,8 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	p := b.Subjects().Prefix()
 	if f := st.http; f != nil {
 		printConsole(out, f)
+	} else if addr := httpListen(cfg); addr != "" {
+		fmt.Fprintf(out, "web console:    off: %s is taken (another ioa serve?); choose an address with --http HOST:PORT\n", addr)
 	}
 	if err := st.waitReady(ctx, func(err error) { fmt.Fprintln(out, err) }); err != nil {
 		if ctx.Err() != nil {
