@@ -230,6 +230,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#search-go")),
 		textContains("#search-results", "calculator"),
 	)
+	screenshot(t, ctx, "agents")
 
 	// A phone-width screen: the goal page still shows the chat.
 	phone := browser(t, 390, 844)

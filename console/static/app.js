@@ -305,7 +305,7 @@ async function agentsPage(view) {
       try {
         const r = await api("GET", "/api/search?q=" + encodeURIComponent(q.value) + "&offline=1");
         results.replaceChildren(el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "agent"), el("th", {}, "score"), el("th", {}, "match"), el("th", { class: "wide" }, "description"))),
-          el("tbody", {}, ...r.results.map((x) => el("tr", {}, el("td", {}, el("span", { class: "dot" + (x.online ? " on" : "") }), x.name),
+          el("tbody", {}, ...r.results.map((x) => el("tr", {}, el("td", { class: "nowrap" }, el("span", { class: "dot" + (x.online ? " on" : "") }), x.name),
             el("td", { class: "score" }, x.score.toFixed(3)), el("td", { class: "score" }, x.match.toFixed(2)), el("td", { class: "wide" }, x.description))))));
         if (!r.results.length) results.replaceChildren(el("p", { class: "muted" }, "no agent matches"));
       } catch (e) { flash("search: " + e.message); }
