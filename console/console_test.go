@@ -428,10 +428,9 @@ func TestPersonAnswersTurnAndTask(t *testing.T) {
 	if aliceTask == nil || aliceTask["status"] != "completed" || aliceTask["person"] != true || aliceTask["result"] != "Approved: 42 is right." {
 		t.Errorf("alice's task on the board: %v", aliceTask)
 	}
-	g := next(t, live, "the ended goal", func(ev liveEvent) bool { return ev.name == "goal" && ev.data["result"] != nil })
-	res := g.data["result"].(map[string]any)
-	if g.data["status"] != "concluded" || !strings.Contains(res["conclusion"].(string), "Approved: 42 is right.") || !strings.Contains(res["conclusion"].(string), "42") {
-		t.Errorf("goal: %v", g.data)
+	res := next(t, live, "the goal's result", func(ev liveEvent) bool { return ev.name == "result" }).data
+	if res["status"] != "concluded" || !strings.Contains(res["conclusion"].(string), "Approved: 42 is right.") || !strings.Contains(res["conclusion"].(string), "42") {
+		t.Errorf("result: %v", res)
 	}
 	if w := waiting(); w != nil {
 		t.Errorf("still waiting on alice after the end: %v", w)
@@ -488,7 +487,8 @@ func TestLiveFollowsSubGoals(t *testing.T) {
 	next(t, live, "the sub-goal's chat ending", func(ev liveEvent) bool {
 		return ev.name == "chat" && ev.data["goal_id"] == child && ev.data["ended"] == true
 	})
-	root := next(t, live, "the root's end", func(ev liveEvent) bool {
+	next(t, live, "the root's result", func(ev liveEvent) bool { return ev.name == "result" && ev.data["goal_id"] == sub.GoalID })
+	root := next(t, live, "the root's record", func(ev liveEvent) bool {
 		return ev.name == "goal" && ev.data["goal_id"] == sub.GoalID && ev.data["result"] != nil
 	})
 	if kids, _ := root.data["children"].([]any); len(kids) != 1 || kids[0] != child {
@@ -514,14 +514,14 @@ func TestUsagePerAgentAndGoal(t *testing.T) {
 	id := out["goal_id"].(string)
 	live := e.follow(t, id)
 	end := next(t, live, "the chat's end", func(ev liveEvent) bool { return ev.name == "chat" && ev.data["ended"] == true })
-	g := next(t, live, "the goal's result", func(ev liveEvent) bool { return ev.name == "goal" && ev.data["result"] != nil })
+	result := next(t, live, "the goal's result", func(ev liveEvent) bool { return ev.name == "result" }).data
 	usage := end.data["usage"].(map[string]any)
 	coord, _ := usage["coordinator"].(map[string]any)
 	if coord == nil || coord["llm_calls"].(float64) < 1 || coord["prompt_tokens"].(float64) < 1 {
 		t.Fatalf("the coordinator's usage: %v", usage)
 	}
 	total := end.data["total"].(map[string]any)
-	res := g.data["result"].(map[string]any)["usage"].(map[string]any)
+	res := result["usage"].(map[string]any)
 	for _, k := range []string{"llm_calls", "prompt_tokens", "completion_tokens"} {
 		if total[k] != res[k] {
 			t.Errorf("%s: chat total %v, goal result %v", k, total[k], res[k])

@@ -53,7 +53,7 @@
 //	POST /goals/{id}/cancel            goal.cancel
 //	POST /goals/{id}/say {"as","type","content","next_speaker"}       a person's turn move
 //	POST /goals/{id}/tasks/{task}/result {"status","conclusion"}      a person's task result
-//	GET  /goals/{id}/live              SSE: goal, message, chat (ChatState) events
+//	GET  /goals/{id}/live              SSE: goal, result, message, chat (ChatState) events
 //	GET  /live                         SSE: goal events (accepted, team formed, ended) of every goal
 //	GET  /people                       the people and the running goals waiting on each
 package console

@@ -78,6 +78,7 @@ type liveItem struct {
 // (stream IOA_GOALS) and on each chat's log (IOA_CHATS). Events:
 //
 //	goal     GoalStatus, at the start and after each step of a goal's life
+//	result   GoalResult, once, when a goal ends (from its result subject)
 //	message  an AgentMessage as logged (with goal_id)
 //	chat     ChatState after each message: state, speaker, task board, usage
 //	error    {"message"} when following stops
@@ -169,10 +170,15 @@ func (s *Server) serveGoalLive(w http.ResponseWriter, r *http.Request) {
 		consumers = append(consumers, cc)
 		return nil
 	}
-	sendGoal := func(goalID string) error {
+	// sendGoal sends the goal's record; res, when the step was its end,
+	// completes a record that has not caught up with it yet.
+	sendGoal := func(goalID string, res *protocol.GoalResult) error {
 		g, err := s.getGoal(r, goalID)
 		if err != nil {
 			return nil // the record may lag its first event; the next step sends it
+		}
+		if res != nil && g.Result == nil {
+			g.Status, g.Result, g.Outcome = res.Status, res, res.Outcome
 		}
 		return out.send("goal", g)
 	}
@@ -216,7 +222,11 @@ func (s *Server) serveGoalLive(w http.ResponseWriter, r *http.Request) {
 				err = out.send("chat", v.state(it.goalID, it.msg.TS))
 			}
 		case it.result != nil:
-			err = sendGoal(it.goalID)
+			// The result itself first: it needs no request, so the page
+			// learns the end even when goal.get is slow.
+			if err = out.send("result", it.result); err == nil {
+				err = sendGoal(it.goalID, it.result)
+			}
 		case it.event != nil:
 			ev := it.event
 			switch ev.Kind {
@@ -237,7 +247,7 @@ func (s *Server) serveGoalLive(w http.ResponseWriter, r *http.Request) {
 					}
 				}
 			}
-			err = sendGoal(it.goalID)
+			err = sendGoal(it.goalID, ev.Result)
 		}
 		if err != nil {
 			return // the browser went away

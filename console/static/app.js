@@ -279,7 +279,19 @@ function goalPage(view, id) {
 
   const es = new EventSource(`/api/goals/${id}/live`);
   state.live = es;
-  es.addEventListener("goal", (e) => { const g = JSON.parse(e.data); goals[g.goal_id] = g; drawHead(); drawTree(); });
+  es.addEventListener("goal", (e) => {
+    const g = JSON.parse(e.data);
+    const had = goals[g.goal_id];
+    if (had && had.result && !g.result) { g.result = had.result; g.status = had.status; g.outcome = had.outcome; }
+    goals[g.goal_id] = g;
+    drawHead(); drawTree();
+  });
+  es.addEventListener("result", (e) => {
+    const r = JSON.parse(e.data);
+    const g = goals[r.goal_id] || { goal_id: r.goal_id, goal: r.goal_id, children: [] };
+    goals[r.goal_id] = Object.assign({}, g, { result: r, status: r.status, outcome: r.outcome });
+    drawHead(); drawTree();
+  });
   // EventSource reconnects by itself (ioa serve restarted, the network
   // dropped) and the stream then starts again from the first message:
   // keep each seq once.
