@@ -28,12 +28,12 @@ func loadOrCreateToken(file string) (string, error) {
 	if err == nil {
 		tok := strings.TrimSpace(string(data))
 		if !a2a.ValidToken(tok) {
-			return "", fmt.Errorf("a2a token file %s: the token must be 16 to 512 characters of A-Z a-z 0-9 . _ ~ + / = -", file)
+			return "", fmt.Errorf("token file %s: the token must be 16 to 512 characters of A-Z a-z 0-9 . _ ~ + / = -", file)
 		}
 		return tok, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("a2a token file: %w", err)
+		return "", fmt.Errorf("token file: %w", err)
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -41,10 +41,27 @@ func loadOrCreateToken(file string) (string, error) {
 	}
 	tok := hex.EncodeToString(b[:])
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return "", fmt.Errorf("a2a token file: %w", err)
+		return "", fmt.Errorf("token file: %w", err)
 	}
-	if err := os.WriteFile(file, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("a2a token file: %w", err)
+	// Written aside and linked into place: several ioa serve starting on
+	// one data dir never read a half-written token, and all use the first.
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".token-*")
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(tok + "\n")
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	if err := os.Link(tmp.Name(), file); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return loadOrCreateToken(file)
+		}
+		return "", fmt.Errorf("token file: %w", err)
 	}
 	return tok, nil
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -87,5 +89,32 @@ func TestHTTPAddressTaken(t *testing.T) {
 	}
 	if got := httpListen(httpConfig(t, "none")); got != "" {
 		t.Errorf("none: %q", got)
+	}
+}
+
+// Several ioa serve starting on one data dir agree on one token.
+func TestTokenCreatedOnce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "creds", "console.token")
+	toks := make(chan string, 8)
+	for range 8 {
+		go func() {
+			tok, err := loadOrCreateToken(file)
+			if err != nil {
+				t.Error(err)
+			}
+			toks <- tok
+		}()
+	}
+	first := <-toks
+	for range 7 {
+		if tok := <-toks; tok != first || len(tok) != 64 {
+			t.Errorf("tokens differ: %q and %q", first, tok)
+		}
+	}
+	if info, err := os.Stat(file); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("token file: %v %v", info, err)
+	}
+	if again, err := loadOrCreateToken(file); err != nil || again != first {
+		t.Errorf("read again: %q %v", again, err)
 	}
 }
