@@ -34,12 +34,13 @@ lint:
 bench: ## the performance table (see README)
 	$(GO) run ./cmd/ioa bench
 
-tools: ## the nats CLI (CLI examples' tests), nats-server (the cluster fault test), the interop tests' npm packages
+tools: ## the nats CLI (CLI examples' tests), nats-server (the cluster fault test), the interop tests' npm packages, Chromium (the console's browser test)
 	@command -v nats >/dev/null 2>&1 || [ -x "$$($(GO) env GOPATH)/bin/nats" ] || \
 		(echo "installing the nats CLI"; $(GO) install github.com/nats-io/natscli/nats@v0.5.0)
 	@[ -x "$$($(GO) env GOPATH)/bin/nats-server" ] || \
 		(echo "installing nats-server"; $(GO) install github.com/nats-io/nats-server/v2@v2.15.2)
 	@./scripts/node-deps.sh
+	@./scripts/chromium.sh
 
 clean:
 	rm -rf bin data

@@ -10,10 +10,22 @@ import (
 
 // Agent is what a Runtime hosts: a card for the registry, a Worker for tasks
 // and a Policy for talking.
+//
+// A person is an Agent whose card has type human and which has neither
+// Worker nor Policy: the runtime keeps its card registered and online,
+// accepts its invitations and follows its chats, but never speaks or runs
+// a task for it. Its turns and tasks wait in the chat's state until the
+// person answers on its outbox (the web console, or any client with its
+// credentials), bounded by the speaker and task timeouts like any member.
 type Agent struct {
 	Card   protocol.AgentCard
 	Worker Worker
 	Policy Policy
+}
+
+// Person reports whether the agent is a person (see Agent).
+func (a Agent) Person() bool {
+	return a.Card.Type == protocol.TypeHuman && a.Worker == nil && a.Policy == nil
 }
 
 // Worker does the tasks assigned to an agent. Run must honour ctx: it is

@@ -122,6 +122,9 @@ func (l *chatLoop) act(ctx, tctx context.Context) bool {
 			l.log.Info("leaving a chat the referee does not know")
 			return false
 		}
+		if l.a.Person() {
+			break // a person's turns and tasks wait for the person
+		}
 		l.startTasks(tctx)
 		before := l.chat.LastSeq
 		l.maybeSpeak(ctx)

@@ -157,6 +157,8 @@ func TestNewRuntimeChecks(t *testing.T) {
 		{"no agents", nil, nil},
 		{"bad card", []agentkit.Agent{{Card: protocol.AgentCard{Name: "A"}, Worker: ok.Worker, Policy: ok.Policy}}, nil},
 		{"no worker", []agentkit.Agent{{Card: ok.Card, Policy: ok.Policy}}, nil},
+		{"neither worker nor policy, not a person", []agentkit.Agent{{Card: ok.Card}}, nil},
+		{"a person with a policy", []agentkit.Agent{{Card: protocol.AgentCard{Name: "p", Description: "d", Type: protocol.TypeHuman}, Policy: ok.Policy}}, nil},
 		{"twice", []agentkit.Agent{ok, ok}, nil},
 		{"bad option", []agentkit.Agent{ok}, []agentkit.Option{agentkit.WithTaskTimeout(0)}},
 	}
@@ -165,7 +167,11 @@ func TestNewRuntimeChecks(t *testing.T) {
 			t.Errorf("%s: no error", tc.name)
 		}
 	}
-	rt, err := agentkit.NewRuntime(f.nc, f.subj, []agentkit.Agent{ok})
+	person := agentkit.Agent{Card: protocol.AgentCard{Name: "p", Description: "d", Type: protocol.TypeHuman}}
+	if !person.Person() || ok.Person() {
+		t.Errorf("Person(): %v for a person, %v for a program", person.Person(), ok.Person())
+	}
+	rt, err := agentkit.NewRuntime(f.nc, f.subj, []agentkit.Agent{ok, person})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +179,7 @@ func TestNewRuntimeChecks(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- rt.Run(ctx) }()
 	waitFor(t, "registered", func() bool { _, on := f.registrations("a"); return on })
+	waitFor(t, "the person registered", func() bool { _, on := f.registrations("p"); return on })
 	if err := rt.Run(ctx); !errors.Is(err, agentkit.ErrStarted) {
 		t.Errorf("second Run: %v", err)
 	}

@@ -92,8 +92,8 @@ func NewRuntime(nc *nats.Conn, subjects bus.Subjects, agents []Agent, opts ...Op
 		if err := a.Card.Validate(); err != nil {
 			return nil, fmt.Errorf("agentkit: agent %d: %w", i, err)
 		}
-		if a.Worker == nil || a.Policy == nil {
-			return nil, fmt.Errorf("agentkit: agent %s: worker and policy are required", a.Card.Name)
+		if (a.Worker == nil || a.Policy == nil) && !a.Person() {
+			return nil, fmt.Errorf("agentkit: agent %s: worker and policy are required (only a card of type human may have neither)", a.Card.Name)
 		}
 		if seen[a.Card.Name] {
 			return nil, fmt.Errorf("agentkit: agent %s appears twice", a.Card.Name)

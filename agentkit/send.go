@@ -75,6 +75,12 @@ func transient(err error) bool {
 // msgID builds a message id from what identifies the move, so that a retry,
 // even by a restarted agent, carries the same id. Readable when it fits the
 // id syntax, a hash otherwise.
+// MessageID is the message id agentkit builds from parts (joined by "-"),
+// so that a retry reuses it: <agent>-<comm>-s<seq>-a<attempt> for a move,
+// <agent>-<comm>-<task>-<attempt>-r for a task's result. An id that would
+// not fit the id pattern is "m" plus a SHA-256 prefix.
+func MessageID(parts ...string) string { return msgID(parts...) }
+
 func msgID(parts ...string) string {
 	id := strings.Join(parts, "-")
 	if protocol.ValidID(id) {

@@ -89,6 +89,9 @@ func (a *agentState) launch(ctx context.Context, m *nats.Msg) (*protocol.LaunchR
 	if req.Goal == "" {
 		return nil, protocol.Errorf(protocol.ErrInvalid, "goal is required")
 	}
+	if a.Person() {
+		return nil, protocol.Errorf(protocol.ErrInvalid, "%s is a person: it takes part in chats but does not launch goals", a.Card.Name)
+	}
 	for _, n := range req.Team {
 		if err := protocol.CheckName("team member", n); err != nil {
 			return nil, err

@@ -313,6 +313,13 @@ func (c *Config) Validate() error {
 		default:
 			bad(key+".policy", "%q is not rules or llm", a.Policy)
 		}
+		if a.Type == protocol.TypeHuman {
+			// A person: no worker, no policy; the console or a terminal answers.
+			if a.Worker.Kind != "" || a.Policy != "" {
+				bad(key+".worker", "an agent of type human is a person: it has no worker and no policy")
+			}
+			continue
+		}
 		switch a.Worker.Kind {
 		case "builtin":
 			if a.Worker.Builtin == "" {
@@ -346,7 +353,7 @@ func (c *Config) Validate() error {
 			bad(key+".worker.kind", "%q is not builtin, exec, http, llm, mcp or a2a", a.Worker.Kind)
 		}
 	}
-	if l := c.A2A.Listen; l != "" {
+	if l := c.A2A.Listen; l != "" && l != "none" {
 		if _, _, err := net.SplitHostPort(l); err != nil {
 			bad("a2a.listen", "%q is not host:port", l)
 		}

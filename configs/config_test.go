@@ -117,12 +117,36 @@ func TestShippedConfigsAreValid(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if f == "demo.yaml" && len(c.Agents) != 6 {
+		if f == "demo.yaml" && len(c.Agents) != 7 {
 			t.Fatalf("demo agents = %d", len(c.Agents))
 		}
 	}
 	c, err := configs.LoadOver(flags(t), configs.DemoYAML)
-	if err != nil || len(c.Agents) != 6 || c.Limits.GoalTimeout != time.Minute {
+	if err != nil || len(c.Agents) != 7 || c.Limits.GoalTimeout != time.Minute {
 		t.Fatalf("LoadOver demo: %v", err)
+	}
+	if a := c.Agents[6]; a.Name != "alice" || a.Type != "human" || a.Worker.Kind != "" {
+		t.Errorf("the demo's person: %+v", a)
+	}
+}
+
+// A person (type human) has no worker and no policy; giving one is an error.
+func TestHumanAgents(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	write := func(yaml string) string {
+		f := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	ok := write("agents:\n  - {name: bob, type: human, description: a person}\n")
+	if _, err := configs.Load(flags(t, "--config", ok)); err != nil {
+		t.Errorf("a person: %v", err)
+	}
+	bad := write("agents:\n  - {name: bob, type: human, description: a person, worker: {kind: builtin, builtin: calculator}}\n")
+	if _, err := configs.Load(flags(t, "--config", bad)); err == nil || !strings.Contains(err.Error(), "is a person") {
+		t.Errorf("a person with a worker: %v", err)
 	}
 }

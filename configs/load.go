@@ -40,7 +40,7 @@ var flagKeys = map[string]string{
 	FlagNATSURL: "bus.nats_url",
 	FlagCreds:   "bus.creds_file",
 	"insecure":  "bus.insecure", // ioa serve only
-	"http":      "a2a.listen",   // ioa serve only
+	"http":      "a2a.listen",   // ioa serve only: the console and the A2A front door
 }
 
 // envAliases are the short environment names documented for scripts, in

@@ -1,33 +1,22 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/configs"
 	"github.com/ioa-nats/ioa/interop/a2a"
 )
-
-// a2aFrontDoor is the A2A HTTP server of ioa serve.
-type a2aFrontDoor struct {
-	door      *a2a.Server
-	srv       *http.Server
-	done      chan error
-	base      string // public base URL
-	tokenFile string // "" when no token is required (--insecure)
-}
 
 // a2aTokenFile is where a data dir keeps the front door's bearer token.
 func a2aTokenFile(dataDir string) string { return filepath.Join(dataDir, "creds", "a2a.token") }
@@ -39,12 +28,12 @@ func loadOrCreateToken(file string) (string, error) {
 	if err == nil {
 		tok := strings.TrimSpace(string(data))
 		if !a2a.ValidToken(tok) {
-			return "", fmt.Errorf("a2a token file %s: the token must be 16 to 512 characters of A-Z a-z 0-9 . _ ~ + / = -", file)
+			return "", fmt.Errorf("token file %s: the token must be 16 to 512 characters of A-Z a-z 0-9 . _ ~ + / = -", file)
 		}
 		return tok, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("a2a token file: %w", err)
+		return "", fmt.Errorf("token file: %w", err)
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -52,68 +41,64 @@ func loadOrCreateToken(file string) (string, error) {
 	}
 	tok := hex.EncodeToString(b[:])
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return "", fmt.Errorf("a2a token file: %w", err)
+		return "", fmt.Errorf("token file: %w", err)
 	}
-	if err := os.WriteFile(file, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("a2a token file: %w", err)
+	// Written aside and linked into place: several ioa serve starting on
+	// one data dir never read a half-written token, and all use the first.
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".token-*")
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(tok + "\n")
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	if err := os.Link(tmp.Name(), file); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return loadOrCreateToken(file)
+		}
+		return "", fmt.Errorf("token file: %w", err)
 	}
 	return tok, nil
 }
 
-// startA2A serves the A2A front door on cfg.A2A.Listen with its own
-// connection of the server's (admin) identity; goals go in for the client
-// identity cfg.A2A.As.
-func startA2A(cfg *configs.Config, b *bus.Bus, log *slog.Logger) (*a2aFrontDoor, error) {
+// newA2A builds the A2A front door for the HTTP server at base, with its
+// own connection of the server's (admin) identity; goals go in for the
+// client identity cfg.A2A.As. tokenFile is "" when no token is required
+// (--insecure).
+func newA2A(cfg *configs.Config, b *bus.Bus, base string, log *slog.Logger) (door *a2a.Server, nc *nats.Conn, tokenFile string, err error) {
 	as := cfg.A2A.As
 	if as == "" {
 		as = "a2a"
 	}
 	if err := auth.CheckName(as); err != nil {
-		return nil, fmt.Errorf("a2a.as: %w", err)
+		return nil, nil, "", fmt.Errorf("a2a.as: %w", err)
 	}
-	f := &a2aFrontDoor{}
 	var token string
 	if !cfg.Bus.Insecure {
-		f.tokenFile = cfg.A2A.TokenFile
-		if f.tokenFile == "" {
-			f.tokenFile = a2aTokenFile(cfg.Bus.DataDir)
+		tokenFile = cfg.A2A.TokenFile
+		if tokenFile == "" {
+			tokenFile = a2aTokenFile(cfg.Bus.DataDir)
 		}
-		var err error
-		if token, err = loadOrCreateToken(f.tokenFile); err != nil {
-			return nil, err
+		if token, err = loadOrCreateToken(tokenFile); err != nil {
+			return nil, nil, "", err
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.A2A.Listen)
+	nc, err = b.NewConn("ioa-a2a")
 	if err != nil {
-		return nil, fmt.Errorf("a2a.listen: %w", err)
+		return nil, nil, "", err
 	}
-	f.base = cfg.A2A.PublicURL
-	if f.base == "" {
-		f.base = "http://" + ln.Addr().String()
-	}
-	nc, err := b.NewConn("ioa-a2a")
-	if err != nil {
-		_ = ln.Close()
-		return nil, err
-	}
-	f.door, err = a2a.NewServer(a2a.ServerConfig{
-		NC: nc, Subj: b.Subjects(), As: as, BaseURL: f.base, Token: token, Coordinator: cfg.Orchestrator.Coordinator,
+	door, err = a2a.NewServer(a2a.ServerConfig{
+		NC: nc, Subj: b.Subjects(), As: as, BaseURL: base, Token: token, Coordinator: cfg.Orchestrator.Coordinator,
 		Version: version, Logger: log.With("service", "a2a"),
 	})
 	if err != nil {
-		_ = ln.Close()
 		nc.Close()
-		return nil, err
+		return nil, nil, "", err
 	}
-	f.srv = &http.Server{Handler: f.door, ReadHeaderTimeout: 10 * time.Second}
-	f.srv.RegisterOnShutdown(nc.Close)
-	f.done = make(chan error, 1)
-	go func() { f.done <- f.srv.Serve(ln) }()
-	return f, nil
-}
-
-func (f *a2aFrontDoor) shutdown(ctx context.Context) {
-	f.door.Close()
-	_ = f.srv.Shutdown(ctx)
-	<-f.done
+	return door, nc, tokenFile, nil
 }

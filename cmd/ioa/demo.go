@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,6 +39,7 @@ a sync task, and a nested sub-team.`,
 		Example: `  ioa demo
   ioa demo --goal "Convert 10 miles to km. Then write a Markdown report of the results."
   ioa demo --json | jq .status
+  ioa demo --web                     # then keep running, with the web console on 127.0.0.1:8080
   ioa demo --listen 127.0.0.1:4222   # also let the nats CLI watch: nats sub 'ioa.>'`,
 		Args: cobra.NoArgs,
 		RunE: runDemo,
@@ -45,6 +47,7 @@ a sync task, and a nested sub-team.`,
 	configs.AddFlags(cmd.Flags())
 	cmd.Flags().String("goal", demoGoal, "the goal to give the team")
 	cmd.Flags().Bool("json", false, "print the GoalResult as JSON instead of the live view")
+	cmd.Flags().Bool("web", false, "serve the web console (on $IOA_HTTP_LISTEN, default "+defaultHTTP+") and keep running after the goal, until interrupted")
 	return cmd
 }
 
@@ -78,8 +81,12 @@ func runDemo(cmd *cobra.Command, _ []string) error {
 	out := cmd.OutOrStdout()
 	asJSON, _ := cmd.Flags().GetBool("json")
 	goal, _ := cmd.Flags().GetString("goal")
+	web, _ := cmd.Flags().GetBool("web")
+	if web && httpListen(cfg) == "" {
+		return errors.New("--web needs an HTTP address: set $IOA_HTTP_LISTEN (it is empty or none)")
+	}
 	start := time.Now()
-	st, err := startStack(ctx, cfg, stackOptions{services: true, sandbox: sandbox}, newLogger(cfg))
+	st, err := startStack(ctx, cfg, stackOptions{services: true, sandbox: sandbox, http: web}, newLogger(cfg))
 	if err != nil {
 		return err
 	}
@@ -98,6 +105,9 @@ func runDemo(cmd *cobra.Command, _ []string) error {
 	if !asJSON {
 		fmt.Fprintf(out, "ioa demo: NATS embedded (%s), registry, orchestrator and %d agents ready in %s\n",
 			where, len(names), time.Since(start).Round(time.Millisecond))
+		if st.http != nil {
+			printConsole(out, st.http)
+		}
 		fmt.Fprintf(out, "goal: %s\n\n", goal)
 	}
 	var sub protocol.SubmitReply
@@ -119,6 +129,14 @@ func runDemo(cmd *cobra.Command, _ []string) error {
 	if asJSON {
 		if err := writeJSON(out, res); err != nil {
 			return err
+		}
+	}
+	if web {
+		if st.http == nil {
+			fmt.Fprintf(out, "\nthe web console is off: %s is taken (set $IOA_HTTP_LISTEN to another address)\n", httpListen(cfg))
+		} else {
+			fmt.Fprintf(out, "\nstill running for the web console: %s  (Ctrl-C to stop)\n", st.http.consoleURL())
+			<-ctx.Done()
 		}
 	}
 	return goalExit(res)

@@ -66,7 +66,7 @@ func TestServeWithInteropWorkersAndFrontDoor(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Bus.DataDir, cfg.Bus.Listen = t.TempDir(), "127.0.0.1:0" // secure: credentials and a token
-	st, err := startStack(t.Context(), cfg, stackOptions{services: true, a2a: true}, slog.New(slog.DiscardHandler))
+	st, err := startStack(t.Context(), cfg, stackOptions{services: true, http: true}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestServeWithInteropWorkersAndFrontDoor(t *testing.T) {
 	}
 
 	// The front door: its token is in the data dir.
-	f := st.a2a
+	f := st.http
 	tokenData, err := os.ReadFile(a2aTokenFile(cfg.Bus.DataDir))
 	if err != nil || f == nil || f.tokenFile != a2aTokenFile(cfg.Bus.DataDir) {
 		t.Fatalf("token file: %v", err)

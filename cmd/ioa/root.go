@@ -30,7 +30,7 @@ tasks finish, spin off nested sub-teams and conclude.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDemoCmd(), newServeCmd(), newBenchCmd(), newGoalCmd(), newWatchCmd(), newAgentsCmd(), newGoalsCmd(), newAgentCmd(), newVersionCmd(), newConfigCmd(), newRegistryCmd(), newMCPCmd())
+	root.AddCommand(newDemoCmd(), newServeCmd(), newBenchCmd(), newGoalCmd(), newWatchCmd(), newAgentsCmd(), newGoalsCmd(), newAgentCmd(), newVersionCmd(), newConfigCmd(), newRegistryCmd(), newMCPCmd(), newChatCmd())
 	return root
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
@@ -30,11 +31,19 @@ then the goal subjects have no responders. It prints a "ready:" line, logs
 "ready: goal service open", and the orchestrator answers <prefix>.health
 with {"status":"ready","ready":true} (before that {"status":"starting",
 "waiting":[...]}). A supervisor asks with "ioa serve --check" (exit 0 ready,
-1 not ready or not reachable), optionally waiting: --check --wait 30s.`,
+1 not ready or not reachable), optionally waiting: --check --wait 30s.
+
+serve also serves HTTP on --http (default 127.0.0.1:8080; "" or none: off):
+the web console at / (agents, goals, each goal's chat live, people's turns
+and tasks) and the A2A front door. It prints the console's URL; on loopback
+that URL carries the login token (data dir creds/console.token), and
+without it the console is read-only; on any other address every page needs
+the token. If the default address is taken, serve goes on without HTTP.`,
 		Example: `  ioa serve
   ioa serve --listen 0.0.0.0:4222 --data-dir /var/lib/ioa
   ioa serve --nats-url nats://nats1:4222,nats://nats2:4222
-  ioa serve --http 127.0.0.1:8080       # and the A2A front door
+  ioa serve --http 0.0.0.0:8080         # the web console and A2A for other machines (login with the console token)
+  ioa serve --http none                 # no HTTP at all
   IOA_CONFIG=configs/demo.yaml ioa serve
   ioa serve --check --wait 30s && ioa goal "Compute 6 * 7"`,
 		Args: cobra.NoArgs,
@@ -52,7 +61,7 @@ with {"status":"ready","ready":true} (before that {"status":"starting",
 	}
 	configs.AddFlags(cmd.Flags())
 	cmd.Flags().Bool("insecure", false, "accept connections without credentials (development only) [$IOA_INSECURE]")
-	cmd.Flags().String("http", "", "serve HTTP on this host:port, e.g. 127.0.0.1:8080: the A2A front door (agent cards, goals as A2A tasks) [$IOA_HTTP_LISTEN]")
+	cmd.Flags().String("http", defaultHTTP, "serve HTTP on this host:port: the web console at / and the A2A front door (agent cards, goals as A2A tasks); \"\" or none: no HTTP [$IOA_HTTP_LISTEN]")
 	cmd.Flags().Bool("check", false, "do not serve: ask the running server (--nats-url, or --listen) whether it is ready; exit 0 ready, 1 not")
 	cmd.Flags().Duration("wait", 0, "with --check: keep asking until ready or this much time has passed")
 	return cmd
@@ -137,7 +146,7 @@ func busConfig(c *configs.Config) bus.Config {
 func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	log := newLogger(cfg)
 	start := time.Now()
-	st, err := startStack(ctx, cfg, stackOptions{services: true, a2a: true}, log)
+	st, err := startStack(ctx, cfg, stackOptions{services: true, http: true}, log)
 	if err != nil {
 		return err
 	}
@@ -165,6 +174,11 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	fmt.Fprintf(out, "registry: %s   orchestrator: %s (coordinator %q, %s policy)   agents: %d configured\n",
 		onOff(st.reg != nil), onOff(st.orch != nil), cfg.Orchestrator.Coordinator, cfg.CoordinatorPolicy(), len(cfg.Agents))
 	p := b.Subjects().Prefix()
+	if f := st.http; f != nil {
+		printConsole(out, f)
+	} else if addr := httpListen(cfg); addr != "" {
+		fmt.Fprintf(out, "web console:    off: %s is taken (another ioa serve?); choose an address with --http HOST:PORT\n", addr)
+	}
 	if err := st.waitReady(ctx, func(err error) { fmt.Fprintln(out, err) }); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -179,7 +193,7 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	}
 	fmt.Fprintf(out, "submit a goal:  nats req %s.goal.submit 'your goal'   (or: ioa goal 'your goal')\n", p)
 	fmt.Fprintf(out, "follow chats:   nats sub '%s.chat.>'\n", p)
-	if f := st.a2a; f != nil {
+	if f := st.http; f != nil {
 		fmt.Fprintf(out, "A2A:            %s%s (goals submitted as %q)\n", f.base, "/.well-known/agent-card.json", cfg.A2A.As)
 		if f.tokenFile != "" {
 			fmt.Fprintf(out, "  bearer token:   curl -H \"Authorization: Bearer $(cat %s)\" %s/a2a ...\n", absPath(f.tokenFile), f.base)
@@ -190,6 +204,19 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	<-ctx.Done()
 	fmt.Fprintln(out, "shutting down")
 	return nil
+}
+
+// printConsole says where the web console is and how to log in.
+func printConsole(out io.Writer, f *httpFrontDoor) {
+	fmt.Fprintf(out, "web console:    %s\n", f.consoleURL())
+	switch {
+	case f.consoleToken == "":
+		fmt.Fprintf(out, "WARNING: insecure mode: the console lets anyone who reaches %s submit, cancel and answer\n", f.base)
+	case f.loopback:
+		fmt.Fprintf(out, "  that URL logs you in; without it the console is read-only (token in %s)\n", absPath(f.consoleTokenFile))
+	default:
+		fmt.Fprintf(out, "  login token:    %s (in %s); without it every page answers 401\n", f.consoleToken, absPath(f.consoleTokenFile))
+	}
 }
 
 func onOff(on bool) string {

@@ -35,15 +35,16 @@ type stack struct {
 	// closers end the agents' outside sessions (MCP servers, A2A clients)
 	// once the agents have stopped.
 	closers []func() error
-	// a2a is the A2A front door, when serve runs one.
-	a2a *a2aFrontDoor
+	// http serves the web console and the A2A front door, when serve (or
+	// demo --web) runs it.
+	http *httpFrontDoor
 }
 
 // stackOptions choose the parts a command runs.
 type stackOptions struct {
 	services bool // registry and orchestrator (serve, demo); agent run needs neither
 	sandbox  string
-	a2a      bool // the A2A front door, when cfg.A2A.Listen is set (serve)
+	http     bool // the console and the A2A front door, when cfg.A2A.Listen is set (serve, demo --web)
 }
 
 // startStack starts the parts in dependency order and stops what it started
@@ -133,8 +134,8 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 			return nil, err
 		}
 	}
-	if opt.a2a && cfg.A2A.Listen != "" {
-		if s.a2a, err = startA2A(cfg, s.bus, log); err != nil {
+	if opt.http && httpListen(cfg) != "" {
+		if s.http, err = startHTTP(cfg, s.bus, log); err != nil {
 			return nil, err
 		}
 	}
@@ -229,8 +230,8 @@ func (s *stack) shutdown() {
 		case <-ctx.Done():
 		}
 	}
-	if s.a2a != nil {
-		s.a2a.shutdown(ctx)
+	if s.http != nil {
+		s.http.shutdown(ctx)
 	}
 	for _, c := range s.closers {
 		if err := c(); err != nil {
@@ -265,6 +266,15 @@ func embedder(e configs.Embedder) (search.Embedder, error) {
 // their cards; closers end those sessions (also when it fails).
 func buildAgents(ctx context.Context, cfg *configs.Config, sandbox string, log *slog.Logger) (out []agentkit.Agent, closers []func() error, err error) {
 	for _, a := range cfg.Agents {
+		if a.Type == protocol.TypeHuman {
+			// A person: hosted (registered, online, in its chats) but
+			// never answered for; see agentkit.Agent.
+			out = append(out, agentkit.Agent{Card: protocol.AgentCard{
+				Name: a.Name, Description: a.Description, Capabilities: a.Capabilities, Type: a.Type,
+				Tags: a.Tags, Metadata: a.Metadata,
+			}})
+			continue
+		}
 		p, err := policyFor(cfg, a.Policy)
 		if err != nil {
 			return nil, closers, fmt.Errorf("agent %s: %w", a.Name, err)

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ioa-nats/ioa/agentkit"
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/stacktest"
+	"github.com/ioa-nats/ioa/orchestrator"
+)
+
+// joined is a running "ioa chat join": what it printed, and its stdin.
+type joined struct {
+	out  *stacktest.Buffer
+	in   *io.PipeWriter
+	done chan error
+}
+
+func startJoin(t *testing.T, url, name string) *joined {
+	t.Helper()
+	root := &cobra.Command{Use: "ioa", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(newChatCmd())
+	pr, pw := io.Pipe()
+	j := &joined{out: &stacktest.Buffer{}, in: pw, done: make(chan error, 1)}
+	root.SetIn(pr)
+	root.SetOut(j.out)
+	root.SetErr(j.out)
+	root.SetArgs([]string{"chat", "join", name, "--nats-url", url})
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(func() { cancel(); _ = pw.Close() })
+	go func() { j.done <- root.ExecuteContext(ctx) }()
+	return j
+}
+
+func (j *joined) waitFor(t *testing.T, what string) {
+	t.Helper()
+	stacktest.WaitFor(t, what, func() bool { return strings.Contains(j.out.String(), what) })
+}
+
+func (j *joined) say(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(j.in, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leave closes stdin (Ctrl-D) and waits for the command to return.
+func (j *joined) leave(t *testing.T) {
+	t.Helper()
+	_ = j.in.Close()
+	select {
+	case err := <-j.done:
+		if err != nil {
+			t.Errorf("chat join: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("chat join did not return after stdin closed")
+	}
+}
+
+// A person answers a turn and a task from the terminal; in between it
+// leaves and joins again, and finds its task waiting (the wait is in the
+// chat's log, not in the process).
+func TestChatJoinAnswersAsAPerson(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{Orchestrator: orchestrator.Config{SpeakerTimeout: 2 * time.Minute, TaskTimeout: 2 * time.Minute}})
+	alice := agentkit.Agent{Card: protocol.AgentCard{Name: "alice", Type: protocol.TypeHuman,
+		Description: "A person who reviews and approves results.", Capabilities: []string{"approve the result"}}}
+	s.RunAgents(t, nil, append(testAgents(), alice)...)
+	var sub protocol.SubmitReply
+	if err := bus.Request(t.Context(), s.Bus.Conn(), s.Bus.Subjects().Goal(bus.GoalSubmit),
+		protocol.GoalRequest{Goal: "Multiply 6 x 7. Then approve the result.", Team: []string{"alice", "multiplier"}}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	// Alice holds the turn before anyone follows her chats.
+	stacktest.WaitFor(t, "alice's turn", func() bool {
+		var g protocol.GoalStatus
+		if s.Request(t, s.Bus.Subjects().Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: sub.GoalID}, &g) != nil || g.CommID == "" {
+			return false
+		}
+		subj, _ := s.Bus.Subjects().History("alice", g.CommID)
+		var h protocol.HistoryReply
+		return s.Request(t, subj, protocol.HistoryRequest{}, &h) == nil && len(h.Messages) >= 2 && h.Messages[len(h.Messages)-1].NextSpeaker[0] == "alice"
+	})
+
+	j := startJoin(t, s.URL, "alice")
+	j.waitFor(t, ">> #1 your turn, alice")
+	j.say(t, "/fail not a task")
+	j.waitFor(t, "! on your turn")
+	j.say(t, "Go ahead; I will check the product.")
+	j.waitFor(t, "sent (#")
+	j.waitFor(t, "alice discussion → coordinator: Go ahead; I will check the product.")
+	j.waitFor(t, "input required, alice: task t2")
+	j.leave(t)
+
+	// Joining again finds the task waiting, from the chat's history.
+	j2 := startJoin(t, s.URL, "alice")
+	j2.waitFor(t, "input required, alice: task t2")
+	j2.say(t, "#7 nothing")
+	j2.waitFor(t, "no such item")
+	j2.say(t, "Approved: 6 x 7 = 42 is right.")
+	j2.waitFor(t, "chat ended: concluded")
+	j2.leave(t)
+	t.Logf("first join:\n%s\nsecond join:\n%s", j.out, j2.out)
+
+	var g protocol.GoalStatus
+	stacktest.WaitFor(t, "the goal's end", func() bool {
+		return s.Request(t, s.Bus.Subjects().Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: sub.GoalID}, &g) == nil && g.Result != nil
+	})
+	if g.Status != protocol.GoalConcluded || !strings.Contains(g.Result.Conclusion, "Approved: 6 x 7 = 42 is right.") || !strings.Contains(g.Result.Conclusion, "42") {
+		t.Errorf("goal: %s %+v", g.Status, g.Result)
+	}
+}
