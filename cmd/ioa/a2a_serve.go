@@ -18,6 +18,7 @@ import (
 	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/configs"
 	"github.com/ioa-nats/ioa/interop/a2a"
+	"github.com/ioa-nats/ioa/telemetry"
 )
 
 // a2aFrontDoor is the A2A HTTP server of ioa serve.
@@ -63,7 +64,7 @@ func loadOrCreateToken(file string) (string, error) {
 // startA2A serves the A2A front door on cfg.A2A.Listen with its own
 // connection of the server's (admin) identity; goals go in for the client
 // identity cfg.A2A.As.
-func startA2A(cfg *configs.Config, b *bus.Bus, log *slog.Logger) (*a2aFrontDoor, error) {
+func startA2A(cfg *configs.Config, b *bus.Bus, log *slog.Logger, metrics *telemetry.Metrics) (*a2aFrontDoor, error) {
 	as := cfg.A2A.As
 	if as == "" {
 		as = "a2a"
@@ -105,7 +106,10 @@ func startA2A(cfg *configs.Config, b *bus.Bus, log *slog.Logger) (*a2aFrontDoor,
 		nc.Close()
 		return nil, err
 	}
-	f.srv = &http.Server{Handler: f.door, ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/", f.door)
+	mux.Handle("GET /metrics", metrics.Handler()) // Prometheus text format (package telemetry)
+	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	f.srv.RegisterOnShutdown(nc.Close)
 	f.done = make(chan error, 1)
 	go func() { f.done <- f.srv.Serve(ln) }()
