@@ -15,9 +15,11 @@ const (
 )
 
 // HeaderCarrier is a propagation.TextMapCarrier over NATS message headers
-// that keeps keys exactly as given. nats.Header's own Get and Set
-// canonicalize keys like net/http ("Traceparent"), which a foreign client
-// reading "traceparent" would not find.
+// that reads and writes keys exactly as given: NATS header names are case
+// sensitive, and the protocol's header is "traceparent", never the
+// "Traceparent" of net/http's canonical form (which older nats.go versions
+// wrote from Header.Set). nats.Header itself has no Keys, so it is no
+// carrier.
 type HeaderCarrier nats.Header
 
 var _ propagation.TextMapCarrier = HeaderCarrier(nil)

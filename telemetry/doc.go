@@ -16,7 +16,7 @@
 // header of the goal's span, so the member's turn, task, model-call and
 // registry-search spans join the trace, in this process or in a foreign
 // agent's. HeaderCarrier reads and writes the header key exactly
-// ("traceparent"), unlike nats.Header's canonicalizing Get and Set.
+// ("traceparent"): NATS headers are case sensitive.
 //
 // Imports point down: telemetry uses agentkit/protocol, nats.go,
 // client_golang and otel; the services import it, never the reverse.
