@@ -17,7 +17,7 @@ import (
 )
 
 // demoAgents are two of the demo team's agents, with built-in workers.
-func demoAgents(t *testing.T) []agentkit.Agent {
+func demoAgents(t testing.TB) []agentkit.Agent {
 	t.Helper()
 	calc, err := builtin.New("calculator", builtin.Options{})
 	if err != nil {
