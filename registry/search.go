@@ -30,7 +30,10 @@ type searchRequest struct {
 func (s *Service) search(ctx context.Context, r micro.Request, req *searchRequest) (_ *protocol.SearchReply, err error) {
 	// A searcher that is in a goal's trace (a launcher forming its team, a
 	// policy's agent_discovery) sends its traceparent along.
-	ctx, span := telemetry.Start(telemetry.Extract(ctx, nats.Header(r.Headers())), "registry.search", trace.SpanKindServer)
+	if r != nil && telemetry.Enabled() {
+		ctx = telemetry.Extract(ctx, nats.Header(r.Headers()))
+	}
+	ctx, span := telemetry.Start(ctx, "registry.search", trace.SpanKindServer)
 	defer func() {
 		telemetry.Fail(span, err)
 		span.End()
