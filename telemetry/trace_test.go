@@ -12,7 +12,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ioa-nats/ioa/agentkit"
+	"github.com/ioa-nats/ioa/agentkit/builtin"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/telemetry"
 )
@@ -189,5 +192,75 @@ func TestOneTracePerGoal(t *testing.T) {
 			t.Errorf("goal %s (%d turns): spans %v, want 1 team_up, a registry.search, a turn span per turn and a task", res.GoalID, res.Turns, count)
 		}
 		t.Logf("goal %s: trace %s: %s", res.GoalID, tid, fmt.Sprint(count))
+	}
+}
+
+// TestNestedGoalInItsParentsTrace: a sub-goal that a member submits for its
+// task is in the parent goal's trace, its root span a child of the
+// member's task span.
+func TestNestedGoalInItsParentsTrace(t *testing.T) {
+	exp := traceInMemory(t)
+	s := stacktest.Start(t, stacktest.Options{Coordinator: true})
+	planner, err := builtin.New("calculator", builtin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents := append(demoAgents(t), agentkit.Agent{Card: protocol.AgentCard{Name: "trip-planner", Type: protocol.TypeTool, NestedTeams: true,
+		Description:  "Prepares travel and packing budgets by teaming up with agents that convert units and compute costs.",
+		Capabilities: []string{"packing budget", "trip budget", "travel planning"}},
+		Worker: planner, Policy: rules.New(rules.Config{})})
+	s.RunAgents(t, nil, agents...)
+	res := s.Submit(t, protocol.GoalRequest{Goal: "Prepare a packing budget: convert 20 kg to pounds and compute 3 * 45."})
+	if res.Status != protocol.GoalConcluded || !strings.Contains(res.Conclusion, "135") {
+		t.Fatalf("goal: %s (%s):\n%s", res.Status, res.Reason, res.Conclusion)
+	}
+	spans := exp.GetSpans()
+	byID := map[trace.SpanID]tracetest.SpanStub{}
+	var root tracetest.SpanStub
+	for _, sp := range spans {
+		byID[sp.SpanContext.SpanID()] = sp
+		if sp.Name == "ioa.goal" && attr(sp, telemetry.AttrGoalID) == res.GoalID {
+			root = sp
+		}
+	}
+	if !root.SpanContext.IsValid() || root.Parent.IsValid() {
+		t.Fatalf("goal %s: root span %+v", res.GoalID, root.SpanContext)
+	}
+	var subs []tracetest.SpanStub
+	for _, sp := range spans {
+		if sp.Name == "ioa.goal" && attr(sp, telemetry.AttrGoalID) != res.GoalID {
+			subs = append(subs, sp)
+		}
+	}
+	if len(subs) != 1 {
+		t.Fatalf("%d other goal spans, want the one sub-goal's", len(subs))
+	}
+	sub := subs[0]
+	if sub.SpanContext.TraceID() != root.SpanContext.TraceID() {
+		t.Fatalf("the sub-goal is in trace %s, not its parent's %s", sub.SpanContext.TraceID(), root.SpanContext.TraceID())
+	}
+	task, ok := byID[sub.Parent.SpanID()]
+	if !ok || task.Name != "execute_tool trip-planner" || task.Parent.SpanID() != root.SpanContext.SpanID() {
+		t.Fatalf("the sub-goal's span hangs from %q (parent %s), want the trip planner's task span under the goal's span", task.Name, task.Parent.SpanID())
+	}
+	// The sub-goal's own chat is in the same trace, under its span.
+	subComm := attr(sub, telemetry.AttrConversation)
+	turns := 0
+	for _, sp := range spans {
+		if attr(sp, telemetry.AttrConversation) != subComm || sp.SpanContext.SpanID() == sub.SpanContext.SpanID() {
+			continue
+		}
+		if sp.SpanContext.TraceID() != root.SpanContext.TraceID() {
+			t.Errorf("span %q of the sub-goal's chat is in another trace", sp.Name)
+		}
+		if strings.HasPrefix(sp.Name, "invoke_agent ") {
+			turns++
+			if sp.Parent.SpanID() != sub.SpanContext.SpanID() {
+				t.Errorf("turn span %q of the sub-goal's chat is not under the sub-goal's span", sp.Name)
+			}
+		}
+	}
+	if subComm == "" || turns == 0 {
+		t.Errorf("no turn spans of the sub-goal's chat %q", subComm)
 	}
 }
