@@ -140,6 +140,9 @@ func (a *agentState) launch(ctx context.Context, m *nats.Msg) (_ *protocol.Launc
 		return nil, protocol.Errorf(protocol.ErrUnavailable, "teamup: %v", err)
 	}
 	a.log.Info("launched", "goal_id", req.GoalID, "comm_id", out.CommID, "members", members)
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.AttrGoalID.String(req.GoalID), telemetry.AttrConversation.String(out.CommID))
+	}
 	return &protocol.LaunchReply{CommID: out.CommID}, nil
 }
 

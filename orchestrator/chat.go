@@ -182,7 +182,7 @@ func (s *Service) rebuild(ctx context.Context, comm string) (*chatRecord, error)
 	// The goal's deadline; when its record cannot be read now, the one known
 	// before, so that the goal timeout never gets lost.
 	if st, _, err := s.getGoal(ctx, rec.Chat.GoalID); err == nil {
-		rec.Deadline, rec.trace = st.Deadline, st.TraceParent
+		rec.Deadline, rec.trace = st.Deadline, tracedBy(st)
 	} else if old := s.activeChat(comm); old != nil && !old.Deadline.IsZero() {
 		rec.Deadline = old.Deadline
 	} else {

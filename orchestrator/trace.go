@@ -65,6 +65,15 @@ func (s *Service) endGoalSpans() {
 	})
 }
 
+// tracedBy is the traceparent a goal's chat sends with its messages: none
+// while this instance does not trace.
+func tracedBy(st protocol.GoalStatus) string {
+	if !telemetry.Enabled() {
+		return ""
+	}
+	return st.TraceParent
+}
+
 // inboxMsg is a message for a member's inbox, with the goal's traceparent
 // header when the chat is traced.
 func inboxMsg(subject string, data []byte, traceParent string) *nats.Msg {

@@ -87,9 +87,10 @@ func WithTraceParent(ctx context.Context, traceparent string) context.Context {
 	return tc.Extract(ctx, propagation.MapCarrier{HeaderTraceParent: traceparent})
 }
 
-// HeaderOf returns a header carrying only traceparent, nil when it is "".
+// HeaderOf returns a header carrying only traceparent, nil when it is ""
+// or tracing is off.
 func HeaderOf(traceparent string) nats.Header {
-	if traceparent == "" {
+	if traceparent == "" || !enabled.Load() {
 		return nil
 	}
 	return nats.Header{HeaderTraceParent: []string{traceparent}}
