@@ -10,6 +10,8 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/telemetry"
+	"github.com/nats-io/nats.go"
 )
 
 const (
@@ -40,6 +42,33 @@ type chatLoop struct {
 	spokeSeq uint64
 	gone     bool // the referee does not know the chat, or we are not in it
 	kicks    chan struct{}
+
+	// traceParent is the goal's W3C traceparent, from the header of the
+	// inbox messages (set by the router, read by the loop).
+	traceParent atomic.Pointer[string]
+}
+
+// setTraceParent keeps the traceparent header of an inbox message.
+func (l *chatLoop) setTraceParent(h nats.Header) {
+	v := telemetry.HeaderCarrier(h).Get(telemetry.HeaderTraceParent)
+	if v == "" {
+		return
+	}
+	if old := l.traceParent.Load(); old == nil || *old != v {
+		l.traceParent.Store(&v)
+	}
+}
+
+// traced returns ctx in the goal's trace, when tracing is on and the chat's
+// messages came with a traceparent.
+func (l *chatLoop) traced(ctx context.Context) context.Context {
+	if !telemetry.Enabled() {
+		return ctx
+	}
+	if tp := l.traceParent.Load(); tp != nil {
+		return telemetry.WithTraceParent(ctx, *tp)
+	}
+	return ctx
 }
 
 // kick makes the loop read the chat's history now rather than at the next
@@ -273,7 +302,8 @@ func (l *chatLoop) startTasks(ctx context.Context) {
 		}
 		progress := ts.Async && !ts.Progressed
 		l.log.Info("task assigned", "task_id", ts.TaskID, "attempt", ts.Attempt, "async", ts.Async)
-		l.a.rt.wg.Go(func() { l.a.runTask(ctx, t, progress) })
+		tctx := l.traced(ctx)
+		l.a.rt.wg.Go(func() { l.a.runTask(tctx, t, progress) })
 	}
 }
 

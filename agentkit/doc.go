@@ -11,4 +11,10 @@
 //
 // Worker adapters live in agentkit/worker; the deterministic rules policy in
 // agentkit/rules.
+//
+// With tracing on (package telemetry), a hosted agent's team-ups, turns
+// and tasks are spans in the trace of the goal they serve: the runtime
+// reads the traceparent header of the launch request and of the chat's
+// inbox messages, and sends its own on outbox, search and sub-goal
+// requests. Off, it costs nothing.
 package agentkit

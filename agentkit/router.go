@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/telemetry"
 	"github.com/nats-io/nats.go"
 )
 
@@ -87,6 +88,9 @@ func (rt *router) deliver(ctx context.Context, nm *nats.Msg) {
 	l := rt.loop(ctx, comm)
 	if l == nil {
 		return
+	}
+	if len(nm.Header) > 0 && telemetry.Enabled() {
+		l.setTraceParent(nm.Header)
 	}
 	select {
 	case l.in <- &m:

@@ -10,6 +10,9 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 const (
@@ -32,11 +35,18 @@ func (a *agentState) send(ctx context.Context, goalID, comm string, m protocol.A
 		}
 		m.Usage = &u
 	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String("ioa.message.type", m.Type))
+		if m.Usage != nil {
+			span.SetAttributes(telemetry.AttrInputTokens.Int(m.Usage.PromptTokens), telemetry.AttrOutputTokens.Int(m.Usage.CompletionTokens))
+		}
+	}
+	hdr := telemetry.Inject(ctx, nil)
 	backoff := sendBackoff
 	for attempt := 1; ; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, a.rt.opts.requestTimeout)
 		var out protocol.SendReply
-		err = bus.Request(rctx, a.rt.nc, subj, m, &out)
+		err = bus.RequestHeader(rctx, a.rt.nc, subj, hdr, m, &out)
 		cancel()
 		if err == nil || !transient(err) || attempt == sendAttempts || ctx.Err() != nil {
 			return err

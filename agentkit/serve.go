@@ -7,6 +7,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/telemetry"
 	"github.com/nats-io/nats.go"
 )
 
@@ -78,7 +79,15 @@ func (a *agentState) invite(m *nats.Msg, rt *router) (*protocol.InviteReply, err
 	return &protocol.InviteReply{Accept: true}, nil
 }
 
-func (a *agentState) launch(ctx context.Context, m *nats.Msg) (*protocol.LaunchReply, error) {
+func (a *agentState) launch(ctx context.Context, m *nats.Msg) (_ *protocol.LaunchReply, err error) {
+	// The orchestrator sends the goal's traceparent: team-up is a span of
+	// the goal's trace, with the policy's searches and model calls under it.
+	ctx, span := telemetry.StartAgent(telemetry.Extract(ctx, m.Header), telemetry.OpInvokeAgent, a.Card.Name, "")
+	defer func() {
+		telemetry.Fail(span, err)
+		span.End()
+	}()
+	span.SetName("team_up " + a.Card.Name)
 	var req protocol.LaunchRequest
 	if err := a.rt.opts.codec.Decode(m.Data, &req); err != nil {
 		return nil, err
@@ -134,6 +143,9 @@ func (a *agentState) launch(ctx context.Context, m *nats.Msg) (*protocol.LaunchR
 		return nil, protocol.Errorf(protocol.ErrUnavailable, "teamup: %v", err)
 	}
 	a.log.Info("launched", "goal_id", req.GoalID, "comm_id", out.CommID, "members", members)
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.AttrGoalID.String(req.GoalID), telemetry.AttrConversation.String(out.CommID))
+	}
 	return &protocol.LaunchReply{CommID: out.CommID}, nil
 }
 
@@ -144,7 +156,7 @@ func (s *natsSearcher) Search(ctx context.Context, req protocol.SearchRequest) (
 	ctx, cancel := context.WithTimeout(ctx, s.rt.opts.requestTimeout)
 	defer cancel()
 	var out protocol.SearchReply
-	if err := bus.Request(ctx, s.rt.nc, s.rt.subj.Registry(bus.RegistrySearch), req, &out); err != nil {
+	if err := bus.RequestHeader(ctx, s.rt.nc, s.rt.subj.Registry(bus.RegistrySearch), telemetry.Inject(ctx, nil), req, &out); err != nil {
 		return nil, fmt.Errorf("registry search: %w", err)
 	}
 	return out.Results, nil

@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/telemetry"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // speak makes the agent's move: it asks the policy, checks the answer
@@ -16,6 +18,11 @@ import (
 // the runtime makes a safe fallback move, so a chat never stalls on a bad
 // policy.
 func (l *chatLoop) speak(ctx context.Context) {
+	ctx, span := telemetry.StartAgent(l.traced(ctx), telemetry.OpInvokeAgent, l.a.Card.Name, l.comm)
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.AttrGoalID.String(l.chat.GoalID), attribute.Int("ioa.turn", l.chat.Turn+1))
+	}
 	seq := l.chat.LastSeq
 	settle := func() { l.spoken, l.spokeSeq = true, seq }
 	var lastErr error

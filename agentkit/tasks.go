@@ -13,6 +13,8 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/telemetry"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // runTask does one assigned task and reports it: for an async task first a
@@ -20,6 +22,12 @@ import (
 // then the task_result. ctx ends with the chat; a task whose chat has ended
 // reports nothing, since the referee refuses late results.
 func (a *agentState) runTask(ctx context.Context, t Task, progress bool) {
+	ctx, span := telemetry.StartAgent(ctx, telemetry.OpExecuteTool, a.Card.Name, t.CommID)
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.AttrGoalID.String(t.GoalID), telemetry.AttrTaskID.String(t.TaskID),
+			telemetry.AttrToolName.String(a.Card.Name), attribute.Int("ioa.task.attempt", t.Attempt))
+	}
 	log := a.log.With("comm_id", t.CommID, "task_id", t.TaskID, "attempt", t.Attempt)
 	base := []string{a.Card.Name, t.CommID, t.TaskID, strconv.Itoa(t.Attempt)}
 	id := func(kind string) string { return msgID(append(base[:4:4], kind)...) }
@@ -60,6 +68,7 @@ func (a *agentState) runTask(ctx context.Context, t Task, progress bool) {
 		m.TaskStatus, m.TaskConclusion = protocol.TaskFailed, err.Error()
 	}
 	m.TaskConclusion = a.clip(m.TaskConclusion)
+	telemetry.Fail(span, err)
 	log.Info("task done", "status", m.TaskStatus, "elapsed", time.Since(start))
 	// The chat waits for this result, so keep trying while the chat lasts;
 	// the id makes resending safe.
@@ -121,7 +130,7 @@ func (a *agentState) subgoal(ctx context.Context, t Task, text string) (Result, 
 	}
 	a.log.Info("task needs a nested team", "task_id", t.TaskID, "max_depth", depth)
 	var res protocol.GoalResult
-	if err := bus.Request(ctx, a.rt.nc, a.bound(a.rt.subj.Goal(bus.GoalSubmit)), req, &res); err != nil {
+	if err := bus.RequestHeader(ctx, a.rt.nc, a.bound(a.rt.subj.Goal(bus.GoalSubmit)), telemetry.Inject(ctx, nil), req, &res); err != nil {
 		return Result{}, fmt.Errorf("nested team: %w", err)
 	}
 	if res.Status != protocol.GoalConcluded {

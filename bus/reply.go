@@ -122,6 +122,12 @@ func Handle[Req any, Resp any](ctx context.Context, c Codec, fn func(ctx context
 // Request sends a JSON request and decodes the JSON reply into out; an error
 // reply comes back as a *protocol.Error.
 func Request(ctx context.Context, nc *nats.Conn, subject string, in, out any) error {
+	return RequestHeader(ctx, nc, subject, nil, in, out)
+}
+
+// RequestHeader is Request with message headers (such as a W3C
+// traceparent); a nil header sends none.
+func RequestHeader(ctx context.Context, nc *nats.Conn, subject string, h nats.Header, in, out any) error {
 	var data []byte
 	switch v := in.(type) {
 	case nil:
@@ -132,7 +138,13 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, in, out any) er
 	default:
 		data = Encode(in)
 	}
-	m, err := nc.RequestWithContext(ctx, subject, data)
+	var m *nats.Msg
+	var err error
+	if h == nil {
+		m, err = nc.RequestWithContext(ctx, subject, data)
+	} else {
+		m, err = nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data, Header: h})
+	}
 	if err != nil {
 		if err == nats.ErrNoResponders {
 			return noResponders{protocol.Errorf(protocol.ErrUnavailable, "no service answers on %s (is ioa serve running?)", subject)}

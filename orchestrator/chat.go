@@ -37,6 +37,8 @@ type chatRecord struct {
 	assigns  map[string][]byte // running task id -> its logged assignment, encoded, for nudges and hand-backs
 
 	goalEnded bool // its goal timed out while the chat could not be read
+
+	trace string // the goal's traceparent, sent with every inbox message ("" untraced)
 }
 
 type sentReply struct {
@@ -185,7 +187,7 @@ func (s *Service) rebuild(ctx context.Context, comm string) (*chatRecord, error)
 	// The goal's deadline; when its record cannot be read now, the one known
 	// before, so that the goal timeout never gets lost.
 	if st, _, err := s.getGoal(ctx, rec.Chat.GoalID); err == nil {
-		rec.Deadline = st.Deadline
+		rec.Deadline, rec.trace = st.Deadline, tracedBy(st)
 	} else if old := s.activeChat(comm); old != nil && !old.Deadline.IsZero() {
 		rec.Deadline = old.Deadline
 	} else {

@@ -20,4 +20,9 @@
 // finds its team. A launcher or member that is expected but not yet
 // registered is waited for, up to Config.ExpectTimeout, instead of failing
 // the goal.
+//
+// Telemetry (package telemetry): Config.Metrics counts goals, turns, tasks
+// and refusals; with tracing on, each goal is one trace whose root span
+// starts at submission (trace.go), and every inbox message carries the
+// goal's traceparent header so the members' spans join it.
 package orchestrator

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/telemetry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -63,6 +64,8 @@ func (s *Service) parseGoalRequest(data []byte) (protocol.GoalRequest, error) {
 // and submissions must not queue behind each other.
 func (s *Service) handleSubmit(ctx context.Context, r micro.Request) {
 	data, replyTo := r.Data(), r.Reply()
+	// A sub-goal submitted from a task continues the task's trace.
+	parent := telemetry.TraceParent(telemetry.Extract(ctx, nats.Header(r.Headers())))
 	caller, err := bus.Caller(s.subj.Goal(bus.GoalSubmit), r.Subject())
 	if err != nil {
 		_ = bus.RespondError(r, err)
@@ -77,11 +80,11 @@ func (s *Service) handleSubmit(ctx context.Context, r micro.Request) {
 	}
 	s.wg.Go(func() {
 		defer s.submits.release(caller)
-		s.submit(ctx, caller, data, replyTo)
+		s.submit(ctx, caller, data, replyTo, parent)
 	})
 }
 
-func (s *Service) submit(ctx context.Context, caller string, data []byte, replyTo string) {
+func (s *Service) submit(ctx context.Context, caller string, data []byte, replyTo, traceParent string) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("submit panic", "panic", p)
@@ -101,7 +104,7 @@ func (s *Service) submit(ctx context.Context, caller string, data []byte, replyT
 	if req.Wait {
 		wait = replyTo
 	}
-	st, err := s.createGoal(ctx, req, wait)
+	st, err := s.createGoal(ctx, req, wait, traceParent)
 	if err != nil {
 		_ = bus.RespondErrorLater(s.nc, replyTo, err)
 		return
@@ -111,8 +114,10 @@ func (s *Service) submit(ctx context.Context, caller string, data []byte, replyT
 	}
 }
 
-// createGoal validates budgets, records the goal and starts it.
-func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, replyTo string) (protocol.GoalStatus, error) {
+// createGoal validates budgets, records the goal and starts it. A goal is
+// one trace: its root span starts here (under traceParent, a sub-goal's
+// task span, if any) and ends in finishGoal.
+func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, replyTo, traceParent string) (_ protocol.GoalStatus, err error) {
 	now := time.Now().UTC()
 	st := protocol.GoalStatus{
 		GoalID: s.ownedID("g", ""), Status: protocol.GoalAccepted, Goal: req.Goal, ReplyTo: replyTo,
@@ -139,6 +144,17 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 		return st, protocol.Errorf(protocol.ErrInvalid, "team of %d is over the limit of %d members", len(st.Team)+1, s.cfg.MaxTeamSize)
 	}
 	st.Deadline = now.Add(st.Timeout.D())
+	if telemetry.Enabled() {
+		gctx, span := s.startGoalSpan(telemetry.WithTraceParent(ctx, traceParent), st)
+		st.TraceParent = telemetry.TraceParent(gctx)
+		defer func() {
+			if err != nil {
+				s.goalSpans.Delete(st.GoalID)
+				telemetry.Fail(span, err)
+				span.End()
+			}
+		}()
+	}
 	if p := req.Parent; p != nil {
 		parent, err := s.readGoal(ctx, p.GoalID)
 		if err != nil {
@@ -174,6 +190,7 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 		return st, fmt.Errorf("orchestrator: record goal: %w", err)
 	}
 	s.event(protocol.GoalEvent{GoalID: st.GoalID, Kind: protocol.EventAccepted})
+	s.cfg.Metrics.GoalSubmitted()
 	if st.ParentGoalID != "" {
 		_, err := s.updateGoal(ctx, st.ParentGoalID, func(p *protocol.GoalStatus) error {
 			p.Children = append(p.Children, st.GoalID)
@@ -225,7 +242,7 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	for {
 		var reply protocol.LaunchReply
 		actx, acancel := context.WithTimeout(lctx, launchAttempt)
-		err = bus.Request(actx, s.nc, subject, req, &reply)
+		err = bus.RequestHeader(actx, s.nc, subject, telemetry.HeaderOf(st.TraceParent), req, &reply)
 		acancel()
 		// An attempt that gets no answer at all is sent again: a request
 		// or its reply is lost when the launcher's or this connection
@@ -396,6 +413,8 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	}
 	s.unmarkLive(ctx, id)
 	res := *st.Result
+	s.cfg.Metrics.GoalEnded(status, outcome, time.Since(st.CreatedAt))
+	s.endGoalSpan(st)
 	kind := map[string]string{
 		protocol.GoalConcluded: protocol.EventConcluded, protocol.GoalFailed: protocol.EventFailed,
 		protocol.GoalCancelled: protocol.EventCancelled, protocol.GoalTimedOut: protocol.EventTimedOut,

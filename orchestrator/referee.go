@@ -30,7 +30,7 @@ func (s *Service) handleOutbox(ctx context.Context, r micro.Request) {
 func (s *Service) outbox(ctx context.Context, subject string, data []byte, replyTo string, hops int) {
 	as, err := s.subj.ParseAgent(subject)
 	if err != nil || as.Kind != bus.AgentOut || as.CommID == "" {
-		_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrInvalid, "bad outbox subject %q", subject))
+		s.refuse(replyTo, protocol.Errorf(protocol.ErrInvalid, "bad outbox subject %q", subject))
 		return
 	}
 	again := func(h int) { s.outbox(ctx, subject, data, replyTo, h) }
@@ -40,17 +40,17 @@ func (s *Service) outbox(ctx context.Context, subject string, data []byte, reply
 	}
 	var m protocol.AgentMessage
 	if err := s.codec.Decode(data, &m); err != nil {
-		_ = bus.RespondErrorLater(s.nc, replyTo, err)
+		s.refuse(replyTo, err)
 		return
 	}
 	if err := checkAgentMessage(&m); err != nil {
-		_ = bus.RespondErrorLater(s.nc, replyTo, err)
+		s.refuse(replyTo, err)
 		return
 	}
 	// The limit is per agent and chat: a launcher leading many chats at once
 	// is busy, not flooding.
 	if !s.limits.allow(as.Name + "/" + as.CommID) {
-		_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrRateLimited, "agent %s sends faster than %.0f messages/s to chat %s", as.Name, s.cfg.AgentRate, as.CommID))
+		s.refuse(replyTo, protocol.Errorf(protocol.ErrRateLimited, "agent %s sends faster than %.0f messages/s to chat %s", as.Name, s.cfg.AgentRate, as.CommID))
 		return
 	}
 	// The sender is the name in the subject, never what the body claims.
@@ -59,7 +59,7 @@ func (s *Service) outbox(ctx context.Context, subject string, data []byte, reply
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.Error("referee panic", "comm", as.CommID, "panic", p)
-				_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrInternal, "internal error: %v", p))
+				s.refuse(replyTo, protocol.Errorf(protocol.ErrInternal, "internal error: %v", p))
 			}
 		}()
 		// The partition may have moved while the message was queued.
@@ -71,7 +71,7 @@ func (s *Service) outbox(ctx context.Context, subject string, data []byte, reply
 			_ = bus.RespondLater(s.nc, replyTo, reply)
 		})
 		if err != nil {
-			_ = bus.RespondErrorLater(s.nc, replyTo, err)
+			s.refuse(replyTo, err)
 		}
 	})
 	if !queued {
@@ -80,6 +80,12 @@ func (s *Service) outbox(ctx context.Context, subject string, data []byte, reply
 		_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrUnavailable,
 			"chat %s: the referee's queue for it is full (%d messages); send again", as.CommID, shardQueue))
 	}
+}
+
+// refuse answers an outbox message with err and counts the refusal.
+func (s *Service) refuse(replyTo string, err error) {
+	s.cfg.Metrics.Refused(err)
+	_ = bus.RespondErrorLater(s.nc, replyTo, err)
 }
 
 // checkAgentMessage rejects what no agent may send, before any state is read.
@@ -167,6 +173,7 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 	if rec.FirstStreamSeq == 0 {
 		rec.FirstStreamSeq = streamSeq
 	}
+	s.measure(rec, prev, m, now)
 	rec.note(prev, m, now)
 	// Events first: a member may act on the message at once (submit a
 	// sub-goal for its task), and followers of the goal must see the
@@ -185,6 +192,22 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 	}
 	s.effects(ctx, comm, rec, prev, m)
 	return r, nil
+}
+
+// measure observes, before note moves the clocks on, how long the turn
+// that m ends took and how long the task whose result m is ran.
+func (s *Service) measure(rec *chatRecord, prev protocol.Chat, m protocol.AgentMessage, now time.Time) {
+	if s.cfg.Metrics == nil {
+		return
+	}
+	if rec.Chat.Turn > prev.Turn && !rec.TurnSince.IsZero() {
+		s.cfg.Metrics.Turn(now.Sub(rec.TurnSince))
+	}
+	if m.Type == protocol.MsgTaskResult {
+		if since, ok := rec.TaskSince[m.TaskID]; ok {
+			s.cfg.Metrics.TaskDone(m.TaskStatus, now.Sub(since))
+		}
+	}
 }
 
 // behind reports whether the chat's log has entries after rec's last one.
@@ -325,7 +348,12 @@ func (s *Service) fanOut(rec *chatRecord, m protocol.AgentMessage) {
 		if err != nil {
 			continue
 		}
-		if err := s.nc.Publish(subject, data); err != nil {
+		if rec.trace == "" {
+			err = s.nc.Publish(subject, data)
+		} else {
+			err = s.nc.PublishMsg(inboxMsg(subject, data, rec.trace))
+		}
+		if err != nil {
 			s.log.Warn("deliver to inbox", "member", name, "err", err)
 		}
 	}
@@ -354,7 +382,7 @@ func (s *Service) redeliver(rec *chatRecord) {
 	// can act on either without reading the history).
 	send := func(name string, msg []byte) {
 		if subject, err := s.subj.Inbox(name, rec.Chat.CommID); err == nil && msg != nil {
-			_ = s.nc.Publish(subject, msg)
+			_ = s.nc.PublishMsg(inboxMsg(subject, msg, rec.trace))
 		}
 	}
 	if rec.Chat.Speaker != "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/telemetry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -53,6 +54,9 @@ type Config struct {
 	// InstanceID names this instance in the leases; a random id if empty.
 	InstanceID string
 	Logger     *slog.Logger
+	// Metrics, if not nil, count goals, turns, tasks and refusals
+	// (telemetry.Metrics); nil counts nothing.
+	Metrics *telemetry.Metrics
 }
 
 func (c Config) withDefaults() Config {
@@ -123,6 +127,7 @@ type Service struct {
 	goalStream jetstream.Stream
 
 	eventTries sync.Map    // event message id -> attempts so far, while being sent again
+	goalSpans  sync.Map    // goal id -> its open root span (trace.go), when tracing
 	closing    atomic.Bool // Shutdown has begun: no more event retries
 
 	markKey      []byte              // signs the referee's log entries (mark.go)
@@ -223,6 +228,7 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("orchestrator: %w", err)
 	}
 	s.nc = nc
+	s.cfg.Metrics.WatchConn("ioa-orchestrator", nc)
 	// Goal events are stored with acknowledged asynchronous publishes: the
 	// referee does not wait for each; a failed store is sent again
 	// (eventRetry), and logged when it is given up.
@@ -505,6 +511,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 			case <-ctx.Done():
 			}
 		}
+		s.endGoalSpans()
 		if s.nc != nil {
 			err = errors.Join(err, bus.Drain(ctx, s.nc))
 		}

@@ -99,7 +99,7 @@ func (s *Service) startChat(ctx context.Context, comm string, st protocol.GoalSt
 		s.onShard(ctx, comm, func() {
 			rec := &chatRecord{
 				Seen: map[string]sentReply{}, TaskSince: map[string]time.Time{},
-				Deadline: st.Deadline, Chat: protocol.Chat{GoalID: st.GoalID},
+				Deadline: st.Deadline, Chat: protocol.Chat{GoalID: st.GoalID}, trace: tracedBy(st),
 			}
 			_, err := s.appendMsg(ctx, comm, rec, start, nil)
 			if err == nil {

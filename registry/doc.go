@@ -10,4 +10,7 @@
 //
 // The file eval.go measures the service end to end, through NATS, on a
 // labelled discovery set (ioa registry eval).
+//
+// Config.Metrics times searches and counts the index (package telemetry);
+// a search that comes with a traceparent header is a span of that trace.
 package registry

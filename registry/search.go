@@ -7,10 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/registry/search"
+	"github.com/ioa-nats/ioa/telemetry"
 )
 
 // maxQueryTexts bounds the texts of one search; each is embedded.
@@ -23,7 +27,17 @@ type searchRequest struct {
 	Limit *int `json:"limit,omitempty"`
 }
 
-func (s *Service) search(ctx context.Context, _ micro.Request, req *searchRequest) (*protocol.SearchReply, error) {
+func (s *Service) search(ctx context.Context, r micro.Request, req *searchRequest) (_ *protocol.SearchReply, err error) {
+	// A searcher that is in a goal's trace (a launcher forming its team, a
+	// policy's agent_discovery) sends its traceparent along.
+	if r != nil && telemetry.Enabled() {
+		ctx = telemetry.Extract(ctx, nats.Header(r.Headers()))
+	}
+	ctx, span := telemetry.Start(ctx, "registry.search", trace.SpanKindServer)
+	defer func() {
+		telemetry.Fail(span, err)
+		span.End()
+	}()
 	var texts []string
 	for _, t := range append([]string{req.Query}, req.Queries...) {
 		if strings.TrimSpace(t) != "" {
@@ -71,7 +85,12 @@ func (s *Service) search(ctx context.Context, _ micro.Request, req *searchReques
 		}
 		return req.IncludeOffline || v.onlineLocked(name, now, s.cfg.HeartbeatTTL)
 	}
+	t0 := time.Now()
 	hits, err := s.index.Search(ctx, search.Query{Texts: texts, Limit: limit, Keep: keep})
+	s.cfg.Metrics.Searched(time.Since(t0))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("ioa.registry.results", len(hits)))
+	}
 	if errors.Is(err, search.ErrEmptyQuery) {
 		return nil, protocol.Errorf(protocol.ErrInvalid, "the query has no words to search for")
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/registry/search"
+	"github.com/ioa-nats/ioa/telemetry"
 )
 
 // ServiceName is the micro service name, as shown by `nats micro ls`.
@@ -63,6 +64,9 @@ type Config struct {
 	Embedder search.Embedder
 	// Logger receives the service's logs; nil discards them.
 	Logger *slog.Logger
+	// Metrics, if not nil, time searches and count the index
+	// (telemetry.Metrics); nil counts nothing.
+	Metrics *telemetry.Metrics
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -150,6 +154,7 @@ func (s *Service) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("registry: start: %w", err)
 	}
 	s.nc = nc
+	s.cfg.Metrics.WatchConn(ServiceName, nc)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("registry: start: %w", err)

@@ -201,6 +201,7 @@ func (s *Service) follow(ctx context.Context, w *watch, ready chan<- struct{}) {
 				agentsDone = true
 			} else {
 				s.applyAgent(ctx, e)
+				s.cfg.Metrics.IndexSize(s.view.len())
 			}
 		case e, ok := <-presence:
 			if !ok {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/telemetry"
 	"github.com/tmc/langchaingo/llms"
 )
 
@@ -39,6 +40,9 @@ type PolicyConfig struct {
 	// Logger; nil discards. Prompts and answers are logged at debug level
 	// only by size.
 	Logger *slog.Logger
+	// Metrics, if not nil, count the calls and tokens by agent and model
+	// (telemetry.Metrics).
+	Metrics *telemetry.Metrics
 }
 
 func (c PolicyConfig) withDefaults() PolicyConfig {
@@ -107,6 +111,7 @@ func (p *Policy) call(ctx context.Context, agent, goal string, msgs []llms.Messa
 	if u.LLMCalls > 0 {
 		p.meter.Record(agent, goal, u)
 	}
+	p.cfg.Metrics.LLMCall(agent, ModelName(p.model), u, time.Since(start), err)
 	p.log.Debug("llm call", "agent", agent, "goal_id", goal, "prompt_chars", len(promptText(msgs)),
 		"prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens, "elapsed", time.Since(start), "err", errString(err))
 	return choice, err

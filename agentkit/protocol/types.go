@@ -330,6 +330,11 @@ type GoalStatus struct {
 	// submission with wait, answered with the result by whichever instance
 	// ends the goal. The goal endpoints never show it.
 	ReplyTo string `json:"reply_to,omitempty"`
+	// TraceParent is the W3C traceparent of the goal's root span when the
+	// orchestrator traces (docs/protocol.md, "Trace context"): the chat's
+	// messages carry it in their headers, so every member's spans join
+	// the goal's trace.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // Goal event kinds.

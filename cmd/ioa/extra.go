@@ -10,6 +10,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/worker"
 	"github.com/ioa-nats/ioa/configs"
+	"github.com/ioa-nats/ioa/telemetry"
 )
 
 // models shares one model client per configuration between the agents of a
@@ -55,7 +56,7 @@ func extraWorker(cfg *configs.Config, a configs.Agent) (agentkit.Worker, error) 
 }
 
 // extraPolicy builds the model-driven policy.
-func extraPolicy(cfg *configs.Config, name string) (agentkit.Policy, error) {
+func extraPolicy(cfg *configs.Config, name string, metrics *telemetry.Metrics) (agentkit.Policy, error) {
 	if name != "llm" {
 		return nil, fmt.Errorf("policy %q is not rules or llm", name)
 	}
@@ -66,5 +67,5 @@ func extraPolicy(cfg *configs.Config, name string) (agentkit.Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return llm.New(m, llm.PolicyConfig{MaxTeam: cfg.Limits.MaxTeamSize, MinMatch: minMatch(cfg), Logger: newLogger(cfg)}), nil
+	return llm.New(m, llm.PolicyConfig{MaxTeam: cfg.Limits.MaxTeamSize, MinMatch: minMatch(cfg), Logger: newLogger(cfg), Metrics: metrics}), nil
 }

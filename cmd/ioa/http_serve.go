@@ -15,6 +15,7 @@ import (
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/configs"
 	"github.com/ioa-nats/ioa/console"
+	"github.com/ioa-nats/ioa/telemetry"
 	"github.com/ioa-nats/ioa/interop/a2a"
 )
 
@@ -61,11 +62,12 @@ func isLoopback(addr net.Addr) bool {
 	return ok && tcp.IP.IsLoopback()
 }
 
-// startHTTP serves the console and the A2A front door on cfg.A2A.Listen.
+// startHTTP serves the console, the A2A front door and /metrics on
+// cfg.A2A.Listen.
 // When the address is the default one and it is taken (another ioa serve
 // on this machine), it logs that and returns nil, nil: HTTP is a
 // convenience there, not a reason to fail.
-func startHTTP(cfg *configs.Config, b *bus.Bus, log *slog.Logger) (_ *httpFrontDoor, err error) {
+func startHTTP(cfg *configs.Config, b *bus.Bus, log *slog.Logger, metrics *telemetry.Metrics) (_ *httpFrontDoor, err error) {
 	addr := httpListen(cfg)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -119,6 +121,7 @@ func startHTTP(cfg *configs.Config, b *bus.Bus, log *slog.Logger) (_ *httpFrontD
 	for _, p := range console.Routes() {
 		f.mux.Handle(p, f.console)
 	}
+	f.mux.Handle("GET /metrics", metrics.Handler()) // Prometheus text format (package telemetry)
 	// Everything else is the A2A front door's (/.well-known/..., /a2a,
 	// /agents/...).
 	f.mux.Handle("/", f.door)

@@ -43,7 +43,7 @@ func get(t *testing.T, url, token string) (int, string) {
 // console answers nothing but its login page without the token.
 func TestHTTPServesConsoleAndA2A(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{})
-	f, err := startHTTP(httpConfig(t, "0.0.0.0:0"), s.Bus, slog.New(slog.DiscardHandler))
+	f, err := startHTTP(httpConfig(t, "0.0.0.0:0"), s.Bus, slog.New(slog.DiscardHandler), nil)
 	if err != nil || f == nil {
 		t.Fatalf("startHTTP: %v", err)
 	}
@@ -76,14 +76,14 @@ func TestHTTPAddressTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	if _, err := startHTTP(httpConfig(t, ln.Addr().String()), s.Bus, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--http") {
+	if _, err := startHTTP(httpConfig(t, ln.Addr().String()), s.Bus, slog.New(slog.DiscardHandler), nil); err == nil || !strings.Contains(err.Error(), "--http") {
 		t.Errorf("an explicit address in use: %v, want an error naming --http", err)
 	}
 	if busy, err := net.Listen("tcp", defaultHTTP); err == nil {
 		defer busy.Close()
 	}
 	// Whoever holds the default address, this one cannot have it.
-	f, err := startHTTP(httpConfig(t, defaultHTTP), s.Bus, slog.New(slog.DiscardHandler))
+	f, err := startHTTP(httpConfig(t, defaultHTTP), s.Bus, slog.New(slog.DiscardHandler), nil)
 	if err != nil || f != nil {
 		t.Errorf("the default address in use: %v %v, want no server and no error", f, err)
 	}

@@ -195,6 +195,7 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	fmt.Fprintf(out, "follow chats:   nats sub '%s.chat.>'\n", p)
 	if f := st.http; f != nil {
 		fmt.Fprintf(out, "A2A:            %s%s (goals submitted as %q)\n", f.base, "/.well-known/agent-card.json", cfg.A2A.As)
+		fmt.Fprintf(out, "metrics:        curl %s/metrics   (Prometheus)\n", f.base)
 		if f.tokenFile != "" {
 			fmt.Fprintf(out, "  bearer token:   curl -H \"Authorization: Bearer $(cat %s)\" %s/a2a ...\n", absPath(f.tokenFile), f.base)
 		} else {

@@ -20,6 +20,7 @@ import (
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/ioa-nats/ioa/registry"
 	"github.com/ioa-nats/ioa/registry/search"
+	"github.com/ioa-nats/ioa/telemetry"
 )
 
 // stack is everything one ioa process runs: NATS (embedded or not), the
@@ -35,9 +36,13 @@ type stack struct {
 	// closers end the agents' outside sessions (MCP servers, A2A clients)
 	// once the agents have stopped.
 	closers []func() error
-	// http serves the web console and the A2A front door, when serve (or
-	// demo --web) runs it.
+	// http serves the web console, the A2A front door and /metrics, when
+	// serve (or demo --web) runs it.
 	http *httpFrontDoor
+	// metrics are the process's Prometheus metrics (on /metrics of --http).
+	metrics *telemetry.Metrics
+	// endTraces flushes the spans, when OTEL_* turned tracing on.
+	endTraces func(context.Context) error
 }
 
 // stackOptions choose the parts a command runs.
@@ -69,8 +74,15 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 			}
 		}
 	}
-	s := &stack{log: log}
+	s := &stack{log: log, metrics: telemetry.NewMetrics()}
+	if s.endTraces, err = telemetry.Setup(ctx, "ioa"); err != nil {
+		return nil, err
+	}
+	if telemetry.Enabled() {
+		log.Info("tracing: exporting spans with OTLP/HTTP (OTEL_* environment)")
+	}
 	if s.bus, err = bus.Open(ctx, bcfg); err != nil {
+		_ = s.endTraces(ctx)
 		return nil, err
 	}
 	defer func() {
@@ -78,6 +90,7 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 			s.shutdown()
 		}
 	}()
+	s.metrics.WatchConn("ioa-bus", s.bus.Conn())
 	if opt.services && cfg.Registry.Enabled {
 		emb, err := embedder(cfg.Registry.Embedder)
 		if err != nil {
@@ -87,6 +100,7 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 			HeartbeatTTL: cfg.Registry.HeartbeatTTL, MaxDescriptionBytes: cfg.Registry.MaxDescriptionBytes,
 			MaxCardBytes: cfg.Registry.MaxCardBytes, MaxAgentsPerConn: cfg.Registry.MaxAgentsPerConn,
 			MaxResults: cfg.Registry.MaxResults, Embedder: emb, Logger: log.With("service", "registry"),
+			Metrics: s.metrics,
 		})
 		if err != nil {
 			return nil, err
@@ -95,7 +109,7 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 			return nil, err
 		}
 	}
-	agents, closers, err := buildAgents(ctx, cfg, opt.sandbox, log)
+	agents, closers, err := buildAgents(ctx, cfg, opt.sandbox, log, s.metrics)
 	s.closers = closers
 	if err != nil {
 		return nil, err
@@ -116,6 +130,7 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 			TaskTimeout: l.TaskTimeout, MaxChatMessages: l.MaxChatMessages, AgentRate: l.AgentRate,
 			AgentBurst: l.AgentBurst, Logger: log.With("service", "orchestrator"),
 			LeaseTTL: cfg.Orchestrator.LeaseTTL, Partitions: cfg.Orchestrator.Partitions,
+			Metrics: s.metrics,
 		})
 		if err != nil {
 			return nil, err
@@ -123,7 +138,7 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 		if err := s.orch.Start(ctx); err != nil {
 			return nil, err
 		}
-		policy, err := policyFor(cfg, cfg.CoordinatorPolicy())
+		policy, err := policyFor(cfg, cfg.CoordinatorPolicy(), s.metrics)
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +150,7 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 		}
 	}
 	if opt.http && httpListen(cfg) != "" {
-		if s.http, err = startHTTP(cfg, s.bus, log); err != nil {
+		if s.http, err = startHTTP(cfg, s.bus, log, s.metrics); err != nil {
 			return nil, err
 		}
 	}
@@ -156,6 +171,7 @@ func (s *stack) runAgents(cfg *configs.Config, agents []agentkit.Agent) error {
 	if err != nil {
 		return err
 	}
+	s.metrics.WatchConn("ioa-agents", nc)
 	rt, err := agentkit.NewRuntime(nc, s.bus.Subjects(), agents,
 		agentkit.WithLogger(s.log.With("service", "agents")),
 		agentkit.WithTaskTimeout(cfg.Limits.TaskTimeout),
@@ -247,6 +263,11 @@ func (s *stack) shutdown() {
 	if s.bus != nil {
 		_ = s.bus.Shutdown(ctx)
 	}
+	if s.endTraces != nil {
+		if err := s.endTraces(ctx); err != nil {
+			s.log.Warn("flushing spans", "err", err)
+		}
+	}
 }
 
 func embedder(e configs.Embedder) (search.Embedder, error) {
@@ -264,7 +285,7 @@ func embedder(e configs.Embedder) (search.Embedder, error) {
 // buildAgents turns the configured agents into agentkit agents. Agents
 // whose workers speak MCP or A2A reach their servers here, to complete
 // their cards; closers end those sessions (also when it fails).
-func buildAgents(ctx context.Context, cfg *configs.Config, sandbox string, log *slog.Logger) (out []agentkit.Agent, closers []func() error, err error) {
+func buildAgents(ctx context.Context, cfg *configs.Config, sandbox string, log *slog.Logger, m *telemetry.Metrics) (out []agentkit.Agent, closers []func() error, err error) {
 	for _, a := range cfg.Agents {
 		if a.Type == protocol.TypeHuman {
 			// A person: hosted (registered, online, in its chats) but
@@ -275,7 +296,7 @@ func buildAgents(ctx context.Context, cfg *configs.Config, sandbox string, log *
 			}})
 			continue
 		}
-		p, err := policyFor(cfg, a.Policy)
+		p, err := policyFor(cfg, a.Policy, m)
 		if err != nil {
 			return nil, closers, fmt.Errorf("agent %s: %w", a.Name, err)
 		}
@@ -324,12 +345,12 @@ func workerFor(cfg *configs.Config, a configs.Agent, sandbox string) (agentkit.W
 	return extraWorker(cfg, a)
 }
 
-func policyFor(cfg *configs.Config, name string) (agentkit.Policy, error) {
+func policyFor(cfg *configs.Config, name string, m *telemetry.Metrics) (agentkit.Policy, error) {
 	switch name {
 	case "", "rules":
 		return rules.New(rules.Config{MaxTeam: cfg.Limits.MaxTeamSize, MinMatch: minMatch(cfg)}), nil
 	}
-	return extraPolicy(cfg, name)
+	return extraPolicy(cfg, name, m)
 }
 
 // minMatch is registry.min_match for the policies, where 0 means the

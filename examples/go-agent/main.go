@@ -4,6 +4,10 @@
 // deregisters.
 //
 //	go run ./examples/go-agent --nats-url nats://127.0.0.1:4222
+//
+// With OTEL_EXPORTER_OTLP_ENDPOINT set (an OpenTelemetry collector's
+// OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318) it exports its turn and
+// task spans, which join the trace of the goal they serve.
 package main
 
 import (
@@ -21,6 +25,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/telemetry"
 	"github.com/nats-io/nats.go"
 )
 
@@ -54,6 +59,12 @@ func main() {
 // run serves the agent on the server at url, with the credentials in creds
 // (none for an insecure server), until ctx ends.
 func run(ctx context.Context, url, creds string) error {
+	// Tracing is off unless the OTEL_* environment names an exporter.
+	endTraces, err := telemetry.Setup(ctx, Card.Name)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = endTraces(context.Background()) }()
 	opts, err := agentkit.CredsOptions(creds)
 	if err != nil {
 		return err
