@@ -15,8 +15,8 @@ import (
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/configs"
 	"github.com/ioa-nats/ioa/console"
-	"github.com/ioa-nats/ioa/telemetry"
 	"github.com/ioa-nats/ioa/interop/a2a"
+	"github.com/ioa-nats/ioa/telemetry"
 )
 
 // defaultHTTP is where ioa serve listens for HTTP unless told otherwise
