@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -50,7 +51,7 @@ func TestMetricsOnTheHTTPListener(t *testing.T) {
 		"\nioa_goals_submitted_total 1\n",
 		"\nioa_goals_ended_total{outcome=\"" + res.Outcome + "\",status=\"concluded\"} 1\n",
 		"\nioa_nats_connected{conn=\"ioa-agents\"} 1\n",
-		"\nioa_registry_index_agents 7\n", // the coordinator and the six demo agents
+		fmt.Sprintf("\nioa_registry_index_agents %d\n", 1+len(cfg.Agents)), // the coordinator and the demo agents
 		"\ngo_goroutines ",
 	} {
 		if !strings.Contains(string(body), want) {
