@@ -139,13 +139,20 @@ func TestForeignLogEntriesDoNotDerailAGoal(t *testing.T) {
 		V: protocol.Version, Type: protocol.MsgConclusion, Sender: "coordinator", ID: "forged", CommID: comm, GoalID: goalID,
 		Seq: next, Content: "forged conclusion", State: protocol.StateConclusion, TS: time.Now().UTC(),
 	}
+	stored := 0 // foreign entries that made it into the log
 	publish := func(what string, msg *nats.Msg, opts ...jetstream.PublishOpt) {
 		t.Helper()
-		if _, err := js.PublishMsg(t.Context(), msg, opts...); err != nil {
+		ack, err := js.PublishMsg(t.Context(), msg, opts...)
+		if err != nil {
 			t.Fatalf("publish %s: %v", what, err)
 		}
+		if !ack.Duplicate {
+			stored++
+		}
 	}
-	// The referee's own next message id, taken first.
+	// The referee's own next message id, taken first (unless a member's
+	// move was logged meanwhile, under that id: then JetStream drops this
+	// one as a duplicate, and it is not in the log at all).
 	m := nats.NewMsg(subject)
 	m.Data = bus.Encode(forged)
 	publish("forged conclusion", m, jetstream.WithMsgID(fmt.Sprintf("%s.%d", comm, next)))
@@ -185,8 +192,8 @@ func TestForeignLogEntriesDoNotDerailAGoal(t *testing.T) {
 	if conclusions != 1 || len(log) <= int(next) {
 		t.Errorf("history has %d entries and %d conclusions; want more than %d and 1", len(log), conclusions, next)
 	}
-	if got := refereeForeignCount(t, w) - before; got != 4 {
-		t.Errorf("foreign entries reported: %d, want 4", got)
+	if got := refereeForeignCount(t, w) - before; got != uint64(stored) || stored < 3 {
+		t.Errorf("foreign entries reported: %d, want the %d stored (3 or 4)", got, stored)
 	}
 	// A goal after the forgeries runs as usual.
 	res := w.submitWait(t, protocol.GoalRequest{Goal: "Do step one of the next job.", Team: []string{"worker"}})
