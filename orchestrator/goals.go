@@ -248,8 +248,11 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 		// or its reply is lost when the launcher's or this connection
 		// moves to another server. Team-up is idempotent per goal.
 		lost := errors.Is(err, context.DeadlineExceeded) && lctx.Err() == nil
+		// 503 from the launcher is transient too: a replica of the
+		// coordinator that is stopping gives up the team-up it was forming;
+		// another replica takes the next attempt (team-up is idempotent).
 		retry := errors.Is(err, protocol.ErrRateLimited) || lost ||
-			(errors.Is(err, bus.ErrNoResponders) && time.Since(start) < grace)
+			((errors.Is(err, bus.ErrNoResponders) || errors.Is(err, protocol.ErrUnavailable)) && time.Since(start) < grace)
 		if err == nil || !retry || lctx.Err() != nil {
 			break
 		}
