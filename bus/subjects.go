@@ -54,6 +54,8 @@ const (
 	GoalGet    = "get"
 	GoalList   = "list"
 	GoalCancel = "cancel"
+	// GoalApprove answers a goal awaiting a person's approval.
+	GoalApprove = "approve"
 )
 
 // Registry is the subject of a registry endpoint, e.g. ioa.registry.search.

@@ -123,7 +123,7 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 		GoalID: s.ownedID("g", ""), Status: protocol.GoalAccepted, Goal: req.Goal, ReplyTo: replyTo,
 		Launcher: req.Launcher, Team: slices.Clone(req.Team), CreatedAt: now, UpdatedAt: now,
 		MaxTurns: s.cfg.MaxTurns, MaxDepth: s.cfg.MaxDepth, Timeout: protocol.Duration(s.cfg.GoalTimeout),
-		Children: []string{}, Submitter: req.Submitter,
+		Children: []string{}, Submitter: req.Submitter, ApproveBy: req.ApproveBy,
 	}
 	if st.Launcher == "" {
 		st.Launcher = s.cfg.Coordinator
@@ -142,6 +142,15 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 	}
 	if len(st.Team) > 0 && len(dedupe(append([]string{st.Launcher}, st.Team...))) > s.cfg.MaxTeamSize {
 		return st, protocol.Errorf(protocol.ErrInvalid, "team of %d is over the limit of %d members", len(st.Team)+1, s.cfg.MaxTeamSize)
+	}
+	if st.ApproveBy != "" {
+		card, err := s.agentInfo(ctx, st.ApproveBy)
+		if errors.Is(err, protocol.ErrNotFound) || (err == nil && card.Type != protocol.TypeHuman) {
+			return st, protocol.Errorf(protocol.ErrInvalid, "approve_by %s is not a registered person (an agent of type human)", st.ApproveBy)
+		}
+		if err != nil && !errors.Is(err, protocol.ErrConflict) { // offline is fine: the wait is durable
+			return st, err
+		}
 	}
 	st.Deadline = now.Add(st.Timeout.D())
 	if telemetry.Enabled() {
@@ -378,32 +387,15 @@ type chatSum struct {
 // goal that has already ended. It returns an error only when the goal's
 // record could not be written: the goal has not ended then.
 func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason string, sum *chatSum) error {
-	var usage protocol.Usage
-	var turns int
-	var chat *protocol.Chat
-	if sum != nil {
-		usage, turns, chat = sum.Usage, sum.Turns, sum.Chat
-	}
-	outcome, why, undone := protocol.GoalOutcome(status, chat)
-	if why != "" {
-		if reason != "" {
-			reason += "; "
-		}
-		reason += why
-	}
 	var ended bool
+	var outcome string
 	st, err := s.updateGoal(ctx, id, func(g *protocol.GoalStatus) error {
 		if protocol.GoalEnded(g.Status) {
 			ended = true
 			return errSkip
 		}
-		g.Status = status
-		g.Result = &protocol.GoalResult{
-			GoalID: g.GoalID, Status: status, Conclusion: conclusion, Reason: reason, CommID: g.CommID,
-			Turns: turns, Usage: usage, Elapsed: protocol.Duration(time.Since(g.CreatedAt).Round(time.Millisecond)),
-			Outcome: outcome, Undone: undone,
-		}
-		g.Outcome = outcome
+		g.Result = resultOf(g, status, conclusion, reason, sum)
+		g.Status, g.Outcome, outcome = status, g.Result.Outcome, g.Result.Outcome
 		return nil
 	})
 	if ended || errors.Is(err, errSkip) {
@@ -432,7 +424,7 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	if st.ReplyTo != "" {
 		_ = bus.RespondLater(s.nc, st.ReplyTo, res)
 	}
-	s.log.Info("goal ended", "goal", id, "status", status, "outcome", outcome, "reason", reason, "turns", res.Turns, "elapsed", res.Elapsed)
+	s.log.Info("goal ended", "goal", id, "status", status, "outcome", outcome, "reason", res.Reason, "turns", res.Turns, "elapsed", res.Elapsed)
 	// A chat still open (a failed launch racing its team-up) is ended by its
 	// referee; children serving this goal's tasks are no longer needed.
 	if st.CommID != "" {

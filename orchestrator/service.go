@@ -379,6 +379,7 @@ func (s *Service) openGoals() error {
 	get := bus.Handle(ctx, s.codec, s.handleGet, opts...)
 	list := bus.Handle(ctx, s.codec, s.handleList, append(opts, bus.EmptyMeansObject())...)
 	cancel := bus.Handle(ctx, s.codec, s.handleCancel, opts...)
+	approve := bus.Handle(ctx, s.codec, s.handleApprove, opts...)
 	err := errors.Join(
 		add(goals, bus.GoalSubmit, submit),
 		add(goals, bus.GoalSubmit+"-as", submit, micro.WithEndpointSubject(bus.GoalSubmit+".*")),
@@ -388,6 +389,8 @@ func (s *Service) openGoals() error {
 		add(goals, bus.GoalList+"-as", list, micro.WithEndpointSubject(bus.GoalList+".*")),
 		add(goals, bus.GoalCancel, cancel),
 		add(goals, bus.GoalCancel+"-as", cancel, micro.WithEndpointSubject(bus.GoalCancel+".*")),
+		add(goals, bus.GoalApprove, approve),
+		add(goals, bus.GoalApprove+"-as", approve, micro.WithEndpointSubject(bus.GoalApprove+".*")),
 	)
 	if err == nil {
 		// The server must know the subscriptions before anyone is told.

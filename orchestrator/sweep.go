@@ -189,6 +189,12 @@ func (s *Service) resume(ctx context.Context, parts []int) {
 		if err != nil {
 			continue
 		}
+		if st.Status == protocol.GoalAwaitingApproval {
+			if ours(id) {
+				s.approvalDeadline(st)
+			}
+			continue
+		}
 		// A chat belongs to its own partition (the same as its goal's for
 		// chats started by this version); a goal without one to the goal's.
 		switch {

@@ -142,13 +142,17 @@ type SearchReply struct {
 
 // Goal statuses.
 const (
-	GoalAccepted  = "accepted"
-	GoalForming   = "forming"
-	GoalRunning   = "running"
-	GoalConcluded = "concluded"
-	GoalFailed    = "failed"
-	GoalCancelled = "cancelled"
-	GoalTimedOut  = "timed_out"
+	GoalAccepted = "accepted"
+	GoalForming  = "forming"
+	GoalRunning  = "running"
+	// GoalAwaitingApproval: the team concluded and the goal waits for the
+	// person named in approve_by to approve (concluded) or reject (failed)
+	// it, until its deadline (timed_out).
+	GoalAwaitingApproval = "awaiting_approval"
+	GoalConcluded        = "concluded"
+	GoalFailed           = "failed"
+	GoalCancelled        = "cancelled"
+	GoalTimedOut         = "timed_out"
 )
 
 // GoalEnded reports whether status is terminal.
@@ -177,6 +181,9 @@ type GoalRequest struct {
 	Timeout  Duration   `json:"timeout,omitempty"`
 	Wait     bool       `json:"wait,omitempty"`
 	Parent   *ParentRef `json:"parent,omitempty"`
+	// ApproveBy names a person (an agent of type human) whose approval the
+	// team's conclusion needs before the goal concludes.
+	ApproveBy string `json:"approve_by,omitempty"`
 	// Submitter is set by the orchestrator from the subject the request
 	// came on, never from the body.
 	Submitter string `json:"-"`
@@ -194,6 +201,11 @@ func (g *GoalRequest) Validate() error {
 	}
 	if g.Launcher != "" {
 		if err := CheckName("launcher", g.Launcher); err != nil {
+			return err
+		}
+	}
+	if g.ApproveBy != "" {
+		if err := CheckName("approve_by", g.ApproveBy); err != nil {
 			return err
 		}
 	}
@@ -326,6 +338,9 @@ type GoalStatus struct {
 	Children  []string    `json:"children"`
 	Result    *GoalResult `json:"result,omitempty"`
 	Outcome   string      `json:"outcome,omitempty"` // once ended: Result.Outcome
+	// ApproveBy is the person whose approval the conclusion needs; while
+	// the status is awaiting_approval, Result holds the proposed result.
+	ApproveBy string `json:"approve_by,omitempty"`
 	// ReplyTo is internal to the orchestrator: the reply subject of a
 	// submission with wait, answered with the result by whichever instance
 	// ends the goal. The goal endpoints never show it.
@@ -349,7 +364,36 @@ const (
 	EventFailed       = "failed"
 	EventCancelled    = "cancelled"
 	EventTimedOut     = "timed_out"
+	// EventApprovalRequested: the team concluded; the goal waits for
+	// approve_by (Result holds the proposed result).
+	EventApprovalRequested = "approval_requested"
 )
+
+// ApproveRequest answers a goal awaiting approval, on
+// <p>.goal.approve.<caller> (the caller must be the goal's approve_by;
+// an admin connection may use <p>.goal.approve and name the person in By).
+type ApproveRequest struct {
+	GoalID  string `json:"goal_id"`
+	Approve bool   `json:"approve"`
+	Note    string `json:"note,omitempty"`
+	By      string `json:"by,omitempty"`
+}
+
+// Validate checks the request's fields.
+func (a *ApproveRequest) Validate() error {
+	if err := CheckID("goal_id", a.GoalID); err != nil {
+		return err
+	}
+	if a.By != "" {
+		if err := CheckName("by", a.By); err != nil {
+			return err
+		}
+	}
+	if len(a.Note) > 4096 {
+		return Errorf(ErrInvalid, "note is over 4096 bytes")
+	}
+	return nil
+}
 
 // GoalEvent is published on <p>.goal.<goal_id>.events.
 type GoalEvent struct {

@@ -89,7 +89,9 @@ func Permissions(role Role, name, p string) (jwt.Permissions, error) {
 		a := p + ".agent." + name
 		// Its own subtree: the outbox, history and chats requests (and its
 		// own inboxes, which fools no one but itself).
-		perm.Pub.Allow.Add(a+".>", p+".teamup."+name, p+".goal.submit."+name, health)
+		// goal.approve: a person (an agent of type human) answers the goals
+		// that wait on it; the orchestrator checks it is the one named.
+		perm.Pub.Allow.Add(a+".>", p+".teamup."+name, p+".goal.submit."+name, p+".goal.approve."+name, health)
 		for _, e := range registryWrites {
 			perm.Pub.Allow.Add(p + ".registry." + e + "." + name)
 		}
