@@ -124,6 +124,8 @@ type SubmitRequest struct {
 	Goal    string   `json:"goal"`
 	Team    []string `json:"team,omitempty"`
 	Timeout string   `json:"timeout,omitempty"` // a Go duration, "2m"
+	// ApproveBy names a person whose approval the conclusion needs.
+	ApproveBy string `json:"approve_by,omitempty"`
 }
 
 func (s *Server) serveSubmit(w http.ResponseWriter, r *http.Request) {
@@ -131,10 +133,16 @@ func (s *Server) serveSubmit(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &in) {
 		return
 	}
-	req := protocol.GoalRequest{Goal: strings.TrimSpace(in.Goal), Team: in.Team}
+	req := protocol.GoalRequest{Goal: strings.TrimSpace(in.Goal), Team: in.Team, ApproveBy: in.ApproveBy}
 	if req.Goal == "" {
 		writeError(w, http.StatusBadRequest, "invalid", "goal is required")
 		return
+	}
+	if in.ApproveBy != "" {
+		if err := protocol.CheckName("approve_by", in.ApproveBy); err != nil {
+			writeServiceError(w, err)
+			return
+		}
 	}
 	for _, n := range in.Team {
 		if err := protocol.CheckName("team member", n); err != nil {
@@ -207,6 +215,9 @@ type Waiting struct {
 	Goal   string   `json:"goal"`
 	Turn   bool     `json:"turn"`            // the person holds the turn
 	Tasks  []string `json:"tasks,omitempty"` // running tasks assigned to the person
+	// Approval: the team concluded and the goal waits for the person to
+	// approve or reject the proposed result.
+	Approval bool `json:"approval,omitempty"`
 }
 
 // servePeople lists the people and, for each, the running goals that wait
@@ -233,6 +244,10 @@ func (s *Server) servePeople(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, g := range running.Goals {
+			if i, ok := index[g.ApproveBy]; ok && g.Status == protocol.GoalAwaitingApproval {
+				people[i].Waiting = append(people[i].Waiting, Waiting{GoalID: g.GoalID, Goal: g.Goal, Approval: true})
+				continue
+			}
 			if g.CommID == "" || !slices.ContainsFunc(g.Team, func(n string) bool { _, ok := index[n]; return ok }) {
 				continue
 			}
@@ -424,4 +439,36 @@ func firstLine(s string) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// ApproveRequest is the body of POST /api/goals/{id}/approve: the person
+// the goal waits on approves or rejects the result its team proposed.
+type ApproveRequest struct {
+	Approve bool   `json:"approve"`
+	Note    string `json:"note,omitempty"`
+}
+
+// serveApprove answers for the person named in the goal's approve_by (the
+// console holds the login that may act for its people, as for their turns).
+func (s *Server) serveApprove(w http.ResponseWriter, r *http.Request) {
+	var in ApproveRequest
+	if !decodeBody(w, r, &in) {
+		return
+	}
+	g, err := s.getGoal(r, r.PathValue("id"))
+	if err != nil {
+		writeServiceError(w, err)
+		return
+	}
+	if g.Status != protocol.GoalAwaitingApproval {
+		writeError(w, http.StatusConflict, "conflict", fmt.Sprintf("goal %s is %s, not awaiting approval", g.GoalID, g.Status))
+		return
+	}
+	req := protocol.ApproveRequest{GoalID: g.GoalID, Approve: in.Approve, Note: strings.TrimSpace(in.Note), By: g.ApproveBy}
+	var out protocol.GoalStatus
+	if err := s.request(r, s.cfg.Subjects.Goal(bus.GoalApprove), req, &out); err != nil {
+		writeServiceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }

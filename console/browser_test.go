@@ -222,6 +222,25 @@ func TestBrowser(t *testing.T) {
 		t.Log("updated docs/console.png")
 	}
 
+	// A goal that needs alice's approval: the team concludes, she approves.
+	run(t, ctx, "submit a goal that needs approval",
+		chromedp.Navigate(e.srv.URL+"/#/goals"),
+		chromedp.WaitVisible(chromedp.CSS("#goal-input")),
+		chromedp.SendKeys(chromedp.CSS("#goal-input"), "Compute 12 * 12."),
+		chromedp.SendKeys(chromedp.CSS("#approve-input"), "alice"),
+		chromedp.Click(chromedp.CSS("#submit-goal")),
+		chromedp.WaitVisible(chromedp.CSS("#approve-this")),
+		textContains("#goal-status", "awaiting_approval"),
+		textContains("#conclusion", "144"),
+	)
+	screenshot(t, ctx, "approval-required")
+	run(t, ctx, "alice approves",
+		chromedp.SendKeys(chromedp.CSS("#approve-note"), "checked"),
+		chromedp.Click(chromedp.CSS("#approve-this")),
+		textContains("#goal-status", "concluded"),
+		textContains("#goal-head", "approved by alice: checked"),
+	)
+
 	// Agents: the search box shows scores.
 	run(t, ctx, "search agents",
 		chromedp.Navigate(e.srv.URL+"/#/agents"),
@@ -252,9 +271,9 @@ func TestBrowser(t *testing.T) {
 	screenshot(t, phone, "phone-goal")
 
 	// The browser's requests were the console's own: check the API saw
-	// the three goals.
+	// the four goals.
 	code, out := e.call(t, "GET", "/api/goals?status=ended", token, nil)
-	if code != http.StatusOK || len(out["goals"].([]any)) != 3 {
+	if code != http.StatusOK || len(out["goals"].([]any)) != 4 {
 		t.Errorf("ended goals after the browser session: %d %v", code, out)
 	}
 }

@@ -532,3 +532,52 @@ func TestUsagePerAgentAndGoal(t *testing.T) {
 		t.Errorf("chat total %v; the model answered %d calls, %+v", total, calls, reported)
 	}
 }
+
+// A goal submitted with "approval by alice" waits, once its team has
+// concluded, for alice's answer: listed on the People page, approved in the
+// console, concluded with the proposed result; answering twice is refused.
+func TestPersonApprovesTheConclusion(t *testing.T) {
+	e := start(t, console.Config{Token: token})
+	code, out := e.call(t, "POST", "/api/goals", token, map[string]any{
+		"goal": "Compute 6 * 7", "team": []string{"calculator"}, "approve_by": "alice",
+	})
+	if code != 202 {
+		t.Fatalf("submit: %d %v", code, out)
+	}
+	id := out["goal_id"].(string)
+	live := e.follow(t, id)
+	next(t, live, "the approval request", func(ev liveEvent) bool {
+		return ev.name == "goal" && ev.data["status"] == protocol.GoalAwaitingApproval
+	})
+	var approval map[string]any
+	_, people := e.call(t, "GET", "/api/people", token, nil)
+	for _, p := range people["people"].([]any) {
+		if p := p.(map[string]any); p["name"] == "alice" {
+			for _, w := range p["waiting"].([]any) {
+				if w := w.(map[string]any); w["goal_id"] == id {
+					approval = w
+				}
+			}
+		}
+	}
+	if approval == nil || approval["approval"] != true {
+		t.Fatalf("people page: alice's approval is not listed: %v", people)
+	}
+	if code, _ := e.call(t, "POST", "/api/goals/"+id+"/approve", "", map[string]any{"approve": true}); code != 401 {
+		t.Errorf("approving without the login: %d, want 401", code)
+	}
+	code, out = e.call(t, "POST", "/api/goals/"+id+"/approve", token, map[string]any{"approve": true, "note": "fine"})
+	if code != 200 || out["status"] != protocol.GoalConcluded {
+		t.Fatalf("approve: %d %v", code, out)
+	}
+	res := out["result"].(map[string]any)
+	if !strings.Contains(res["conclusion"].(string), "42") || !strings.Contains(res["reason"].(string), "approved by alice: fine") {
+		t.Errorf("approved result: %v", res)
+	}
+	if code, out := e.call(t, "POST", "/api/goals/"+id+"/approve", token, map[string]any{"approve": false}); code != 409 || errCode(out) != "conflict" {
+		t.Errorf("answering twice: %d %v, want 409 conflict", code, out)
+	}
+	if code, out := e.call(t, "POST", "/api/goals/"+id+"/approve", token, `{"approve":"yes"}`); code != 400 {
+		t.Errorf("a malformed answer: %d %v, want 400", code, out)
+	}
+}

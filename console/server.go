@@ -105,6 +105,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /api/goals", s.write(s.serveSubmit))
 	s.mux.HandleFunc("GET /api/goals/{id}", s.read(s.serveGoal))
 	s.mux.HandleFunc("POST /api/goals/{id}/cancel", s.write(s.serveCancel))
+	s.mux.HandleFunc("POST /api/goals/{id}/approve", s.write(s.serveApprove))
 	s.mux.HandleFunc("POST /api/goals/{id}/say", s.write(s.serveSay))
 	s.mux.HandleFunc("POST /api/goals/{id}/tasks/{task}/result", s.write(s.serveTaskResult))
 	s.mux.HandleFunc("GET /api/goals/{id}/live", s.read(s.serveGoalLive))

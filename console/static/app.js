@@ -78,8 +78,9 @@ async function goalsPage(view, params) {
       ev.preventDefault();
       const goal = document.getElementById("goal-input").value.trim();
       const team = document.getElementById("team-input").value.split(/[\s,]+/).filter(Boolean);
+      const approver = document.getElementById("approve-input").value.trim();
       try {
-        const r = await api("POST", "/api/goals", { goal, team: team.length ? team : undefined });
+        const r = await api("POST", "/api/goals", { goal, team: team.length ? team : undefined, approve_by: approver || undefined });
         location.hash = "#/goal/" + r.goal_id;
       } catch (e) { flash("submit: " + e.message); }
     } },
@@ -87,6 +88,7 @@ async function goalsPage(view, params) {
     el("textarea", { id: "goal-input", placeholder: "Convert 42 km to miles. Compute 19.5 * 4. Then write a Markdown report of the results.", required: true }),
     el("div", { class: "row" },
       el("input", { id: "team-input", type: "text", class: "grow", placeholder: "team (optional): calculator, alice" }),
+      el("input", { id: "approve-input", type: "text", placeholder: "approval by (optional): alice" }),
       el("button", { id: "submit-goal", type: "submit" }, "Submit"))) :
     el("p", { class: "muted card" }, "Viewer: log in with the console token to submit, cancel or answer.");
 
@@ -148,7 +150,8 @@ function goalPage(view, id) {
   function drawHead() {
     const g = goals[id];
     if (!g) return;
-    const ended = !!g.result;
+    const ended = ["concluded", "failed", "cancelled", "timed_out"].includes(g.status);
+    const awaiting = g.status === "awaiting_approval";
     const u = (g.result && g.result.usage) || (chats[id] && chats[id].total);
     head.replaceChildren(
       el("h1", { id: "goal-title" }, g.goal),
@@ -157,8 +160,24 @@ function goalPage(view, id) {
         el("span", { class: "muted" }, g.goal_id), g.comm_id ? el("span", { class: "muted" }, "chat " + g.comm_id) : "",
         u ? el("span", { class: "muted", id: "goal-usage" }, `LLM calls ${u.llm_calls}, tokens ${u.prompt_tokens} in / ${u.completion_tokens} out`) : "",
         !ended && state.me.can_write ? el("button", { class: "danger", id: "cancel-this", onclick: () => cancelGoal(id) }, "Cancel") : ""),
-      g.result ? el("div", {}, el("h2", {}, "Conclusion"), el("pre", { id: "conclusion" }, g.result.conclusion || ""),
+      awaiting ? approvalForm(g) : "",
+      g.result ? el("div", {}, el("h2", {}, awaiting ? "Proposed conclusion" : "Conclusion"), el("pre", { id: "conclusion" }, g.result.conclusion || ""),
         g.result.reason ? el("p", { class: "muted" }, g.result.reason) : "") : "");
+  }
+
+  // The team concluded; the goal waits for its approver's answer.
+  function approvalForm(g) {
+    const note = el("textarea", { id: "approve-note", "data-key": g.goal_id + "/approval", placeholder: "note (optional)" });
+    const answer = (approve) => async (ev) => {
+      ev.preventDefault();
+      try { await api("POST", `/api/goals/${g.goal_id}/approve`, { approve, note: note.value }); flash(approve ? "approved" : "rejected"); }
+      catch (e) { flash("answer: " + e.message); }
+    };
+    return el("div", { class: "you", id: "approval" }, el("h3", {}, `Approval required from ${g.approve_by}`),
+      state.me.can_write ? el("form", {}, note, el("div", { class: "row" },
+        el("button", { id: "approve-this", onclick: answer(true) }, "Approve"),
+        el("button", { class: "danger", id: "reject-this", onclick: answer(false) }, "Reject"))) :
+        el("p", { class: "muted" }, "Log in to answer."));
   }
 
   function drawTree() {
@@ -336,12 +355,13 @@ async function agentsPage(view) {
 async function peoplePage(view) {
   const r = await api("GET", "/api/people");
   view.replaceChildren(el("div", { class: "card" }, el("h2", {}, "People"),
-    el("p", { class: "muted" }, "Members of type human. Their turns and tasks wait here (or in ioa chat join NAME) until answered, bounded by the speaker and task timeouts."),
+    el("p", { class: "muted" }, "Members of type human. Their turns, tasks and approvals wait here (or in ioa chat join NAME) until answered, bounded by the speaker and task timeouts and the goal's deadline."),
     r.people.length ? el("ul", { id: "people" }, ...r.people.map((p) => el("li", { "data-person": p.name },
       el("span", { class: "dot" + (p.online ? " on" : "") }), el("b", {}, p.name), " — ", p.description,
       p.waiting.length ? el("ul", {}, ...p.waiting.map((w) => el("li", {},
         el("a", { href: "#/goal/" + w.goal_id }, w.goal), " ", w.turn ? el("span", { class: "badge" }, "your turn") : "",
-        (w.tasks || []).length ? el("span", { class: "badge" }, "input required: " + w.tasks.join(", ")) : ""))) :
+        (w.tasks || []).length ? el("span", { class: "badge" }, "input required: " + w.tasks.join(", ")) : "",
+        w.approval ? el("span", { class: "badge" }, "approval required") : ""))) :
         el("span", { class: "muted" }, " (nothing waits)")))) :
       el("p", {}, "No person is registered. Add one to the configuration: ", el("code", {}, "{name: alice, type: human, description: ...}"))));
 }
@@ -353,7 +373,7 @@ async function peopleBadge() {
   const b = document.getElementById("people-badge");
   try {
     const r = await api("GET", "/api/people");
-    const n = r.people.reduce((k, p) => k + p.waiting.reduce((m, w) => m + (w.turn ? 1 : 0) + (w.tasks || []).length, 0), 0);
+    const n = r.people.reduce((k, p) => k + p.waiting.reduce((m, w) => m + (w.turn ? 1 : 0) + (w.tasks || []).length + (w.approval ? 1 : 0), 0), 0);
     b.textContent = n;
     b.hidden = n === 0;
   } catch (e) { b.hidden = true; }
