@@ -34,6 +34,7 @@ func newGoalCmd() *cobra.Command {
 	var (
 		team                  []string
 		launcher, file        string
+		approveBy             string
 		maxTurns, maxDepth    int
 		timeout               time.Duration
 		asJSON, detach, quiet bool
@@ -67,6 +68,9 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 			}
 			if f.Changed("launcher") {
 				req.Launcher = launcher
+			}
+			if f.Changed("approve-by") {
+				req.ApproveBy = approveBy
 			}
 			if f.Changed("max-turns") {
 				req.MaxTurns = maxTurns
@@ -123,6 +127,7 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 	f := cmd.Flags()
 	f.StringSliceVar(&team, "team", nil, "members of the team, comma-separated (skips discovery)")
 	f.StringVar(&launcher, "launcher", "", "agent that forms the team and speaks first (default: the built-in coordinator)")
+	f.StringVar(&approveBy, "approve-by", "", "a person (an agent of type human) who must approve the conclusion (ioa goals approve ID)")
 	f.IntVar(&maxTurns, "max-turns", 0, "turn budget of the chat (default: the server's limit)")
 	f.IntVar(&maxDepth, "max-depth", 0, "how deep tasks may team up in nested sub-teams (default: the server's limit)")
 	f.DurationVar(&timeout, "timeout", 0, "time budget of the goal, e.g. 2m (default: the server's limit)")

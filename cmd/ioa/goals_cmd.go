@@ -17,13 +17,14 @@ import (
 func newGoalsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "goals",
-		Short: "List, show and cancel goals",
+		Short: "List, show, cancel and approve goals",
 		Example: `  ioa goals ls --status running
   ioa goals get g_2a9Xk1
-  ioa goals cancel g_2a9Xk1`,
+  ioa goals cancel g_2a9Xk1
+  ioa goals approve g_2a9Xk1 --creds alice.creds`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newGoalsLsCmd(), newGoalsGetCmd(), newGoalsCancelCmd())
+	cmd.AddCommand(newGoalsLsCmd(), newGoalsGetCmd(), newGoalsCancelCmd(), newGoalsApproveCmd())
 	return cmd
 }
 
@@ -186,6 +187,51 @@ func newGoalsCancelCmd() *cobra.Command {
 		},
 	}
 	configs.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func newGoalsApproveCmd() *cobra.Command {
+	var (
+		reject bool
+		note   string
+		as     string
+	)
+	cmd := &cobra.Command{
+		Use:   "approve ID",
+		Short: "Approve (or --reject) the conclusion of a goal that waits for a person",
+		Long: `A goal submitted with --approve-by NAME waits, once its team has concluded, for
+that person's answer (status awaiting_approval). With the person's credentials
+(ioa agent add NAME --role agent), the answer is theirs; with the admin
+credentials, --as names the person it is given for (default: the one named).`,
+		Example: `  ioa goals approve g_2a9Xk1 --creds alice.creds
+  ioa goals approve g_2a9Xk1 --reject --note "wrong units"`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := protocol.ApproveRequest{GoalID: args[0], Approve: !reject, Note: note, By: as}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			c, err := dialClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var st protocol.GoalStatus
+			if err := c.request(cmd.Context(), c.goalSubject(bus.GoalApprove), req, &st); err != nil {
+				return fmt.Errorf("approve %s: %w", args[0], err)
+			}
+			reason := ""
+			if st.Result != nil {
+				reason = " (" + st.Result.Reason + ")"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "goal %s: %s%s\n", st.GoalID, strings.ReplaceAll(st.Status, "_", " "), reason)
+			return nil
+		},
+	}
+	configs.AddFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&reject, "reject", false, "reject the conclusion: the goal fails")
+	cmd.Flags().StringVar(&note, "note", "", "a note kept in the goal's result")
+	cmd.Flags().StringVar(&as, "as", "", "with admin credentials: the person the answer is given for")
 	return cmd
 }
 
