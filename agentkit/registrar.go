@@ -7,6 +7,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/backoff"
 )
 
 const (
@@ -59,7 +60,7 @@ func (a *agentState) registrar(ctx context.Context, rt *router) {
 // register retries with backoff until the registry accepts the card or ctx
 // ends; it reports whether the card is registered.
 func (a *agentState) register(ctx context.Context) bool {
-	backoff := registerBackoffLo
+	pace := backoff.New(registerBackoffLo, a.rt.opts.registerBackoffHi)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, a.rt.opts.requestTimeout)
 		var out protocol.RegisterReply
@@ -74,13 +75,10 @@ func (a *agentState) register(ctx context.Context) bool {
 		}
 		// A 4xx means the card itself is wrong; retrying changes nothing
 		// quickly, but the registry's rules may change, so keep trying slowly.
-		a.log.Warn("register failed; retrying", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
+		a.log.Warn("register failed; retrying", "err", err, "in", pace.Pause())
+		if !pace.Wait(ctx) {
 			return false
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, a.rt.opts.registerBackoffHi)
 	}
 }
 

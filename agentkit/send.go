@@ -10,6 +10,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/backoff"
 	"github.com/ioa-nats/ioa/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -42,21 +43,15 @@ func (a *agentState) send(ctx context.Context, goalID, comm string, m protocol.A
 		}
 	}
 	hdr := telemetry.Inject(ctx, nil)
-	backoff := sendBackoff
+	pace := backoff.New(sendBackoff, 16*sendBackoff)
 	for attempt := 1; ; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, a.rt.opts.requestTimeout)
 		var out protocol.SendReply
 		err = bus.RequestHeader(rctx, a.rt.nc, subj, hdr, m, &out)
 		cancel()
-		if err == nil || !transient(err) || attempt == sendAttempts || ctx.Err() != nil {
+		if err == nil || !transient(err) || attempt == sendAttempts || !pace.Wait(ctx) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(backoff):
-		}
-		backoff *= 2
 	}
 }
 

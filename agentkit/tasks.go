@@ -13,6 +13,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/backoff"
 	"github.com/ioa-nats/ioa/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -72,7 +73,7 @@ func (a *agentState) runTask(ctx context.Context, t Task, progress bool) {
 	log.Info("task done", "status", m.TaskStatus, "elapsed", time.Since(start))
 	// The chat waits for this result, so keep trying while the chat lasts;
 	// the id makes resending safe.
-	for backoff := time.Second; ; backoff = min(backoff*2, 30*time.Second) {
+	for pace := backoff.New(time.Second, 30*time.Second); ; {
 		err := report(ctx, m)
 		if err == nil || ctx.Err() != nil {
 			return
@@ -81,11 +82,9 @@ func (a *agentState) runTask(ctx context.Context, t Task, progress bool) {
 			log.Error("task_result refused", "err", err)
 			return
 		}
-		log.Warn("task_result not delivered; retrying", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
+		log.Warn("task_result not delivered; retrying", "err", err, "in", pace.Pause())
+		if !pace.Wait(ctx) {
 			return
-		case <-time.After(backoff):
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioa-nats/ioa/bus/auth"
+	"github.com/ioa-nats/ioa/internal/backoff"
 )
 
 // DefaultListen is where the embedded server accepts clients, so that the
@@ -372,7 +373,7 @@ func (b *Bus) init(ctx context.Context) error {
 // pass keeps what the ones before created, so passes make progress.
 func (b *Bus) provisionRetry(ctx context.Context) error {
 	deadline := time.Now().Add(provisionWait)
-	backoff := 100 * time.Millisecond
+	pace := backoff.New(100*time.Millisecond, time.Second)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, provisionAttempt)
 		err := b.provision(pctx)
@@ -380,16 +381,13 @@ func (b *Bus) provisionRetry(ctx context.Context) error {
 			err = b.readFromLeaders(pctx)
 		}
 		cancel()
-		if err == nil || !jetStreamNotReady(err) || time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
+		if err == nil || !jetStreamNotReady(err) || time.Now().Add(pace.Pause()).After(deadline) {
 			return err
 		}
-		b.cfg.Logger.Info("JetStream not ready yet; provisioning again", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
+		b.cfg.Logger.Info("JetStream not ready yet; provisioning again", "err", err, "in", pace.Pause())
+		if !pace.Wait(ctx) {
 			return err
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/backoff"
 	"github.com/ioa-nats/ioa/telemetry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -247,7 +248,7 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	if s.expected[st.Launcher] {
 		grace = max(grace, s.cfg.ExpectTimeout)
 	}
-	backoff, start := 20*time.Millisecond, time.Now()
+	pace, start := backoff.New(20*time.Millisecond, time.Second), time.Now()
 	for {
 		var reply protocol.LaunchReply
 		actx, acancel := context.WithTimeout(lctx, launchAttempt)
@@ -262,14 +263,9 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 		// another replica takes the next attempt (team-up is idempotent).
 		retry := errors.Is(err, protocol.ErrRateLimited) || lost ||
 			((errors.Is(err, bus.ErrNoResponders) || errors.Is(err, protocol.ErrUnavailable)) && time.Since(start) < grace)
-		if err == nil || !retry || lctx.Err() != nil {
+		if err == nil || !retry || !pace.Wait(lctx) {
 			break
 		}
-		select {
-		case <-lctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
 	}
 	if err != nil {
 		// An earlier attempt whose answer was lost may have formed the team.
@@ -322,17 +318,12 @@ func (s *Service) getGoal(ctx context.Context, id string) (protocol.GoalStatus, 
 // readGoal is getGoal for work that must not fail while the bucket elects
 // a leader: an unavailable read is tried again, for up to settleFor.
 func (s *Service) readGoal(ctx context.Context, id string) (protocol.GoalStatus, error) {
-	pause, t0 := settlePause, time.Now()
+	pace, t0 := backoff.New(settlePause, settleMaxWait), time.Now()
 	for {
 		st, _, err := s.getGoal(ctx, id)
-		if !errors.Is(err, protocol.ErrUnavailable) || time.Since(t0) > settleFor || ctx.Err() != nil {
+		if !errors.Is(err, protocol.ErrUnavailable) || time.Since(t0) > settleFor || !pace.Wait(ctx) {
 			return st, err
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, settleMaxWait)
 	}
 }
 
@@ -342,7 +333,7 @@ func (s *Service) readGoal(ctx context.Context, id string) (protocol.GoalStatus,
 // fails as unavailable (a cluster electing the bucket's leader) is retried
 // too, with a growing pause, for goalUpdateFor in all.
 func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.GoalStatus) error) (protocol.GoalStatus, error) {
-	pause, t0 := 10*time.Millisecond, time.Now()
+	pace, t0 := backoff.New(10*time.Millisecond, 500*time.Millisecond), time.Now()
 	for {
 		st, rev, err := s.getGoal(ctx, id)
 		if err != nil && !errors.Is(err, protocol.ErrUnavailable) {
@@ -360,14 +351,9 @@ func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.G
 				return st, nil
 			}
 		}
-		if time.Since(t0) > goalUpdateFor || ctx.Err() != nil {
+		if time.Since(t0) > goalUpdateFor || !pace.Wait(ctx) {
 			return st, fmt.Errorf("update goal %s: %w", id, err)
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 500*time.Millisecond)
 	}
 }
 

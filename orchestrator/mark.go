@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/internal/backoff"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -42,7 +43,7 @@ const markKeyWait = 60 * time.Second
 // instances starting at once both try Create; the loser reads the winner's.
 func (s *Service) loadMarkKey(ctx context.Context) error {
 	deadline := time.Now().Add(markKeyWait)
-	pause := 100 * time.Millisecond
+	pace := backoff.New(100*time.Millisecond, time.Second)
 	for {
 		key, err := s.readMarkKey(ctx)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -67,12 +68,9 @@ func (s *Service) loadMarkKey(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("orchestrator: log mark key: %w", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !pace.Wait(ctx) {
 			return ctx.Err()
-		case <-time.After(pause):
 		}
-		pause = min(2*pause, time.Second)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/backoff"
 	"github.com/ioa-nats/ioa/telemetry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -413,7 +414,7 @@ func (s *Service) openGoals() error {
 // waits for every 10 s.
 func (s *Service) awaitExpected(ctx context.Context) {
 	started, lastWarn := time.Now(), time.Now()
-	pause := 10 * time.Millisecond
+	pace := backoff.New(10*time.Millisecond, 200*time.Millisecond)
 	for {
 		missing := s.notOnline(ctx, s.cfg.Expect)
 		s.readyMu.Lock()
@@ -430,12 +431,9 @@ func (s *Service) awaitExpected(ctx context.Context) {
 			lastWarn = time.Now()
 			s.log.Warn("not ready: waiting for agents to register", "waiting", missing, "for", time.Since(started).Round(time.Second))
 		}
-		select {
-		case <-ctx.Done():
+		if !pace.Wait(ctx) {
 			return
-		case <-time.After(pause):
 		}
-		pause = min(2*pause, 200*time.Millisecond)
 	}
 }
 

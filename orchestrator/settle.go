@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/ioa-nats/ioa/internal/backoff"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -40,7 +42,7 @@ var errWriteAgain = errors.New("write again")
 // what names the write in the log line that says a lost ack was settled.
 func (s *Service) settle(ctx context.Context, what string, write func(context.Context) (uint64, error), stored func(context.Context) (uint64, bool, error)) (uint64, error) {
 	deadline := time.Now().Add(settleFor)
-	pause := settlePause
+	pace := backoff.New(settlePause, settleMaxWait)
 	for again := 0; ; {
 		actx, cancel := context.WithTimeout(ctx, settleAttempt)
 		seq, err := write(actx)
@@ -64,15 +66,9 @@ func (s *Service) settle(ctx context.Context, what string, write func(context.Co
 		case rerr == nil && conflict(err):
 			return 0, err // someone else's write is there: a real conflict
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if time.Now().After(deadline) || !pace.Wait(ctx) {
 			return 0, err
 		}
-		select {
-		case <-ctx.Done():
-			return 0, err
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, settleMaxWait)
 	}
 }
 

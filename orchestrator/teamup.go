@@ -9,6 +9,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/backoff"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -94,7 +95,7 @@ const startRetry = 10 * time.Second
 // attempt whose ack was lost may still have stored it: the log decides.
 func (s *Service) startChat(ctx context.Context, comm string, st protocol.GoalStatus, start protocol.AgentMessage) error {
 	var err error
-	for t0, backoff := time.Now(), 50*time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+	for t0, pace := time.Now(), backoff.New(50*time.Millisecond, time.Second); ; {
 		done := make(chan error, 1)
 		s.onShard(ctx, comm, func() {
 			rec := &chatRecord{
@@ -117,11 +118,9 @@ func (s *Service) startChat(ctx context.Context, comm string, st protocol.GoalSt
 		if err == nil || time.Since(t0) > startRetry {
 			return err
 		}
-		s.log.Warn("start message not stored yet; trying again", "comm", comm, "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
+		s.log.Warn("start message not stored yet; trying again", "comm", comm, "err", err)
+		if !pace.Wait(ctx) {
 			return ctx.Err()
-		case <-time.After(backoff):
 		}
 	}
 }
@@ -139,18 +138,13 @@ func (s *Service) memberCards(ctx context.Context, launcher string, members []st
 	for i, name := range members {
 		wg.Go(func() {
 			wait := name == launcher || s.expected[name]
-			for pause := 10 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
+			for pace := backoff.New(10*time.Millisecond, 200*time.Millisecond); ; {
 				cards[i], errs[i] = s.agentInfo(ctx, name)
 				// The registry itself may be starting or failing over.
 				transient := errors.Is(errs[i], protocol.ErrUnavailable) ||
 					(wait && (errors.Is(errs[i], protocol.ErrNotFound) || errors.Is(errs[i], protocol.ErrConflict)))
-				if errs[i] == nil || !transient || time.Now().Add(pause).After(deadline) {
+				if errs[i] == nil || !transient || time.Now().After(deadline) || !pace.Wait(ctx) {
 					break
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(pause):
 				}
 			}
 		})
@@ -188,17 +182,13 @@ func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatu
 			// responder for a moment, or took the invitation down with it:
 			// ask again until the invitation's time is up.
 			var reply protocol.InviteReply
-			for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, 500*time.Millisecond) {
+			for pace := backoff.New(20*time.Millisecond, 500*time.Millisecond); ; {
 				actx, acancel := context.WithTimeout(ictx, inviteAttempt)
 				err = bus.Request(actx, s.nc, subject, req, &reply)
 				acancel()
 				retry := errors.Is(err, protocol.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
-				if !retry || ictx.Err() != nil {
+				if !retry || !pace.Wait(ictx) {
 					break
-				}
-				select {
-				case <-ictx.Done():
-				case <-time.After(backoff):
 				}
 			}
 			if err != nil {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/ioa-nats/ioa/internal/backoff"
 )
 
 // ErrResponseTooLarge is returned when a response body passes
@@ -57,7 +59,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	where := req.URL.Host + req.URL.Path
-	backoff := t.cfg.Backoff
+	pace := backoff.New(t.cfg.Backoff, maxBackoff)
 	for attempt := 0; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
 		r := req.Clone(actx)
@@ -98,10 +100,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			_ = resp.Body.Close()
 		}
 		cancel()
-		if wait <= 0 {
-			wait = backoff
+		if next := pace.Next(); wait <= 0 { // the server's Retry-After, or ours
+			wait = next
 		}
-		backoff = min(backoff*2, maxBackoff)
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("llm: %s: %w", where, ctx.Err())
