@@ -174,23 +174,7 @@ func TestFaultControlPlane(t *testing.T) {
 	}
 	const ttl = 5 * time.Second
 	c := startRealCluster(t, 3)
-	var nc *nats.Conn
-	waitFor(t, 60*time.Second, "nats-server to listen", func() bool {
-		var err error
-		nc, err = nats.Connect(c.urls(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-		return err == nil
-	})
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 60*time.Second, "the JetStream meta leader", func() bool {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		defer cancel()
-		_, err := js.AccountInfo(ctx)
-		return err == nil
-	})
+	nc, js := c.connect()
 
 	dir := t.TempDir()
 	script := writeFile(t, dir, "step.sh", "#!/bin/sh\ncat >/dev/null\nsleep 0.2\necho done\n", 0o755)
@@ -211,6 +195,7 @@ func TestFaultControlPlane(t *testing.T) {
 	subj, _ := bus.NewSubjects("ioa")
 	waitReady(t, nc, subj)
 	waitOnline(t, nc, subj, append([]string{"coordinator"}, workers...)...)
+	var err error
 	if cp.leases, err = js.KeyValue(t.Context(), bus.BucketLeases); err != nil {
 		t.Fatal(err)
 	}
@@ -238,17 +223,7 @@ func TestFaultControlPlane(t *testing.T) {
 		retries := l.retries
 		l.mu.Unlock()
 		ended := waitEnded(t, nc, subj, 3*time.Minute, goals...)
-		statuses := map[string]int{}
-		for id, st := range ended {
-			statuses[st.Status]++
-			if st.Status != protocol.GoalConcluded {
-				reason := ""
-				if st.Result != nil {
-					reason = st.Result.Reason
-				}
-				t.Errorf("goal %s ended %s: %s", id, st.Status, reason)
-			}
-		}
+		statuses := requireConcluded(t, ended)
 		a := auditGoals(t, nc, subj, rec, ended)
 		raw := auditRaw(t, js, subj, key, ended)
 		for _, p := range append(a.Problems, raw.problems...) {

@@ -167,17 +167,7 @@ func TestFaultOrchestratorKilled(t *testing.T) {
 		t.Errorf("waiting submitter: %v", err)
 	}
 	ended := waitEnded(t, nc, subj, 120*time.Second, all...)
-	statuses := map[string]int{}
-	for id, st := range ended {
-		statuses[st.Status]++
-		if st.Status != protocol.GoalConcluded {
-			reason := ""
-			if st.Result != nil {
-				reason = st.Result.Reason
-			}
-			t.Errorf("goal %s ended %s: %s", id, st.Status, reason)
-		}
-	}
+	statuses := requireConcluded(t, ended)
 	for id, res := range waited {
 		if res.Status != protocol.GoalConcluded {
 			t.Errorf("waiting submitter of %s got %s", id, res.Status)

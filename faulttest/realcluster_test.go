@@ -105,6 +105,31 @@ func (c *realCluster) kill(i int) {
 	<-c.procs[i].done
 }
 
+// connect connects to the cluster (any node, reconnecting for ever) once it
+// listens and has elected its JetStream meta leader; the connection closes
+// when the test ends.
+func (c *realCluster) connect() (*nats.Conn, jetstream.JetStream) {
+	t := c.t
+	var nc *nats.Conn
+	waitFor(t, 60*time.Second, "nats-server to listen", func() bool {
+		var err error
+		nc, err = nats.Connect(c.urls(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+		return err == nil
+	})
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the JetStream meta leader", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(ctx)
+		return err == nil
+	})
+	return nc, js
+}
+
 // urls are the client URLs of every node, comma-separated.
 func (c *realCluster) urls() string { return strings.Join(c.clients, ",") }
 
@@ -154,23 +179,7 @@ func waitHealthy(t testing.TB, js jetstream.JetStream) {
 // or stored twice.
 func TestFaultRealCluster(t *testing.T) {
 	c := startRealCluster(t, 3)
-	var nc *nats.Conn
-	waitFor(t, 60*time.Second, "nats-server to listen", func() bool {
-		var err error
-		nc, err = nats.Connect(c.urls(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-		return err == nil
-	})
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 60*time.Second, "the JetStream meta leader", func() bool {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		defer cancel()
-		_, err := js.AccountInfo(ctx)
-		return err == nil
-	})
+	nc, js := c.connect()
 
 	dir := t.TempDir()
 	script := writeFile(t, dir, "step.sh", "#!/bin/sh\ncat >/dev/null\nsleep 0.3\necho done\n", 0o755)
@@ -193,17 +202,7 @@ func TestFaultRealCluster(t *testing.T) {
 			r := runUnderKill(t, c, nc, js, subj, target, workers)
 			a := auditGoals(t, nc, subj, rec, r.ended)
 			raw := auditRaw(t, js, subj, key, r.ended)
-			statuses := map[string]int{}
-			for id, st := range r.ended {
-				statuses[st.Status]++
-				if st.Status != protocol.GoalConcluded {
-					reason := ""
-					if st.Result != nil {
-						reason = st.Result.Reason
-					}
-					t.Errorf("goal %s ended %s: %s", id, st.Status, reason)
-				}
-			}
+			statuses := requireConcluded(t, r.ended)
 			t.Logf("%s: killed leader %s after %d goals; goals submitted=%d concluded=%d statuses=%v submit_errors=%d; chats: %s; raw logs: %s; lost acks settled by reading back: %v",
 				target, r.leader, r.killedAfter, len(r.ended), statuses[protocol.GoalConcluded], statuses, r.submitErrors, a, raw, settledWrites(serve.out.String()[logFrom:]))
 			for _, p := range append(a.Problems, raw.problems...) {

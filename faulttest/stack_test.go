@@ -154,6 +154,24 @@ func waitEnded(t testing.TB, nc *nats.Conn, subj bus.Subjects, d time.Duration, 
 	return out
 }
 
+// requireConcluded fails the test for every goal that did not conclude,
+// with its reason, and counts the goals by status.
+func requireConcluded(t testing.TB, ended map[string]protocol.GoalStatus) map[string]int {
+	t.Helper()
+	statuses := map[string]int{}
+	for id, st := range ended {
+		statuses[st.Status]++
+		if st.Status != protocol.GoalConcluded {
+			reason := ""
+			if st.Result != nil {
+				reason = st.Result.Reason
+			}
+			t.Errorf("goal %s ended %s: %s", id, st.Status, reason)
+		}
+	}
+	return statuses
+}
+
 // history reads a chat's whole authoritative log through a member's
 // history subject.
 func history(nc *nats.Conn, subj bus.Subjects, member, comm string) ([]protocol.AgentMessage, error) {

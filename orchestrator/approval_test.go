@@ -1,7 +1,6 @@
 package orchestrator_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -10,25 +9,15 @@ import (
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/bus/bustest"
 	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/orchestrator"
-	"github.com/ioa-nats/ioa/registry"
 )
 
 // A goal with approve_by concludes only when that person approves the
 // result its team proposed; a rejection fails it, silence times it out, and
 // the wait is in the goal record, so it survives the orchestrator.
 func TestGoalNeedsAPersonsApproval(t *testing.T) {
-	b := bustest.New(t)
-	reg, err := registry.New(b, registry.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Shutdown(context.Background()) })
+	b := startBusAndRegistry(t)
 	first := startInstance(t, b, orchestrator.Config{}, nil)
 	st := &stacktest.Stack{Bus: b, URL: b.ClientURL()}
 	st.RunAgents(t, nil,

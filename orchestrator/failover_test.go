@@ -20,6 +20,22 @@ import (
 	"github.com/ioa-nats/ioa/registry"
 )
 
+// startBusAndRegistry starts an embedded server and a registry on it, for
+// tests that start and kill their own orchestrator instances.
+func startBusAndRegistry(t *testing.T) *bus.Bus {
+	t.Helper()
+	b := bustest.New(t)
+	reg, err := registry.New(b, registry.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Shutdown(context.Background()) })
+	return b
+}
+
 // instance is one "process": an orchestrator instance and the coordinator
 // replica it hosts.
 type instance struct {

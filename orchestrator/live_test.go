@@ -1,7 +1,6 @@
 package orchestrator_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,10 +8,8 @@ import (
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/bus/bustest"
 	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/orchestrator"
-	"github.com/ioa-nats/ioa/registry"
 )
 
 // Start-up and `goal.list status=running` read the index of live goals
@@ -20,15 +17,7 @@ import (
 // without the index (an older version) is indexed once at start-up, so its
 // running goals are resumed; goals that end leave the index.
 func TestLiveGoalIndex(t *testing.T) {
-	b := bustest.New(t)
-	reg, err := registry.New(b, registry.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Shutdown(context.Background()) })
+	b := startBusAndRegistry(t)
 	first := startInstance(t, b, orchestrator.Config{}, nil)
 	st := &stacktest.Stack{Bus: b, URL: b.ClientURL()}
 	release := make(chan struct{})

@@ -11,10 +11,8 @@ import (
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/bus/bustest"
 	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/orchestrator"
-	"github.com/ioa-nats/ioa/registry"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,16 +22,8 @@ import (
 // task that trigger subscribers never hear of. The instance that takes the
 // chat over publishes it from the log, once.
 func TestTakeoverPublishesAMissingTrigger(t *testing.T) {
-	b := bustest.New(t)
+	b := startBusAndRegistry(t)
 	cfg := orchestrator.Config{LeaseTTL: time.Second}
-	reg, err := registry.New(b, registry.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Shutdown(context.Background()) })
 	first := startInstance(t, b, cfg, nil)
 	st := &stacktest.Stack{Bus: b, URL: b.ClientURL()}
 	js := b.JetStream()
