@@ -2,11 +2,14 @@ package agentkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/backoff"
 	"github.com/ioa-nats/ioa/telemetry"
 	"github.com/nats-io/nats.go"
 )
@@ -119,6 +122,11 @@ func (a *agentState) launch(ctx context.Context, m *nats.Msg) (_ *protocol.Launc
 		if isProtocolError(err) {
 			return nil, err
 		}
+		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, bus.ErrNoResponders)) {
+			// The registry or the model did not answer in time: the
+			// orchestrator asks again (a 503), maybe another replica.
+			return nil, protocol.Errorf(protocol.ErrUnavailable, "team-up: %v", err)
+		}
 		return nil, protocol.Errorf(protocol.ErrInternal, "team-up: %v", err)
 	}
 	members := []string{a.Card.Name}
@@ -152,12 +160,24 @@ func (a *agentState) launch(ctx context.Context, m *nats.Msg) (_ *protocol.Launc
 // natsSearcher is the Searcher a runtime gives its policies.
 type natsSearcher struct{ rt *Runtime }
 
+// Search asks the registry; a transient failure (no answer while this
+// connection moves to another server, a registry restarting) is asked
+// again, up to searchAttempts times while ctx lasts.
 func (s *natsSearcher) Search(ctx context.Context, req protocol.SearchRequest) ([]protocol.SearchResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.rt.opts.requestTimeout)
-	defer cancel()
-	var out protocol.SearchReply
-	if err := bus.RequestHeader(ctx, s.rt.nc, s.rt.subj.Registry(bus.RegistrySearch), telemetry.Inject(ctx, nil), req, &out); err != nil {
-		return nil, fmt.Errorf("registry search: %w", err)
+	pace := backoff.New(100*time.Millisecond, time.Second)
+	for attempt := 1; ; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, s.rt.opts.requestTimeout)
+		var out protocol.SearchReply
+		err := bus.RequestHeader(rctx, s.rt.nc, s.rt.subj.Registry(bus.RegistrySearch), telemetry.Inject(ctx, nil), req, &out)
+		cancel()
+		if err == nil {
+			return out.Results, nil
+		}
+		if !transient(err) || attempt == searchAttempts || !pace.Wait(ctx) {
+			return nil, fmt.Errorf("registry search: %w", err)
+		}
 	}
-	return out.Results, nil
 }
+
+// searchAttempts bounds how often one registry search is asked.
+const searchAttempts = 3
