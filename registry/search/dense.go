@@ -60,13 +60,15 @@ type shard struct {
 	stale int       // documents of coll that no slot owns (on disk, unclaimed)
 }
 
-const (
+// collPrefix names the collections: collPrefix + dimension + "-" + number.
+const collPrefix = "agents-"
+
+// The shard sizes (variables so that tests can vary them).
+var (
 	// maxShard is the most cards one collection holds before it is split.
-	maxShard = 2048
+	maxShard = 512
 	// probeDocs is how many cards a query asks chromem-go to score at least.
-	probeDocs = 6144
-	// collPrefix names the collections: collPrefix + dimension + "-" + number.
-	collPrefix = "agents-"
+	probeDocs = 2048
 )
 
 // Metadata keys of a card's chromem-go document.
@@ -342,11 +344,13 @@ func (v *vectors) split(ctx context.Context, sh *shard) error {
 	b := slices.Clone(far(a))
 	side := make([]bool, len(ids)) // true: goes to b
 	for range 6 {
+		// Nearest centre in Euclidean distance: r.b - |b|²/2 against the same for a.
+		ha, hb := dot32(a, a)/2, dot32(b, b)/2
 		na, nb := make([]float32, v.dim), make([]float32, v.dim)
 		var ca, cb int
 		for i, id := range ids {
 			r := sh.live[id]
-			side[i] = dot32(r, b) > dot32(r, a)
+			side[i] = dot32(r, b)-hb > dot32(r, a)-ha
 			if side[i] {
 				axpy(nb, 1, r)
 				cb++
@@ -361,6 +365,10 @@ func (v *vectors) split(ctx context.Context, sh *shard) error {
 				side[i] = i%2 == 1
 			}
 			break
+		}
+		for i := range na {
+			na[i] /= float32(ca)
+			nb[i] /= float32(cb)
 		}
 		a, b = na, nb
 	}
