@@ -400,7 +400,7 @@ func (b *Bus) provisionRetry(ctx context.Context) error {
 // direct gets off, reads go to the leader, which costs a little latency and
 // keeps read-after-write. Handles opened after this read the setting.
 func (b *Bus) readFromLeaders(ctx context.Context) error {
-	for _, name := range []string{StreamChats, StreamTasks, StreamGoals, "KV_" + BucketAgents, "KV_" + BucketGoals, "KV_" + BucketChats} {
+	for _, name := range []string{StreamChats, StreamTasks, StreamGoals, "KV_" + BucketAgents, "KV_" + BucketGoals, "KV_" + BucketChats, "KV_" + BucketOutcomes} {
 		st, err := b.js.Stream(ctx, name)
 		if err != nil {
 			return fmt.Errorf("bus: stream %s: %w", name, err)

@@ -26,6 +26,10 @@ const (
 	// BucketLeases (internal, admin only) holds the orchestrator instances'
 	// partition leases and presence: which instance referees which chats.
 	BucketLeases = "ioa_leases"
+	// BucketOutcomes (an addition to the v1 protocol) holds, under each
+	// agent's name, the latest tasks it finished and how: the registry's
+	// evidence of what an agent can do beyond its card.
+	BucketOutcomes = "ioa_outcomes"
 )
 
 // presenceMaxAge only collects leftovers: liveness is computed from the
@@ -68,6 +72,9 @@ func (b *Bus) provision(ctx context.Context) error {
 		// older than the retention age belongs to a goal long ended.
 		{Bucket: BucketGoals, Description: "IoA goal tree and status", TTL: b.cfg.Retention.MaxAge},
 		{Bucket: BucketChats, Description: "IoA chat referee state", TTL: b.cfg.Retention.MaxAge},
+		// An agent's outcomes are rewritten whenever it finishes a task;
+		// one idle for the retention age has nothing recent to say.
+		{Bucket: BucketOutcomes, Description: "IoA agents' finished tasks (registry outcome learning)", TTL: b.cfg.Retention.MaxAge},
 	} {
 		if err := b.checkReplicas(ctx, "KV_"+kc.Bucket); err != nil {
 			return err

@@ -105,6 +105,7 @@ type Service struct {
 	nc       *nats.Conn
 	agents   jetstream.KeyValue
 	presence jetstream.KeyValue
+	outcomes jetstream.KeyValue
 	svc      micro.Service
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when the watch loop has ended
@@ -164,10 +165,14 @@ func (s *Service) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("registry: start: bucket %s: %w", BucketPresence, err)
 	}
 
+	if s.outcomes, err = js.KeyValue(ctx, BucketOutcomes); err != nil {
+		return fmt.Errorf("registry: start: bucket %s: %w", BucketOutcomes, err)
+	}
+
 	// The watch outlives Start's context: it belongs to the service.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	w, err := startWatch(wctx, s.agents, s.presence)
+	w, err := startWatch(wctx, s.agents, s.presence, s.outcomes)
 	if err != nil {
 		return fmt.Errorf("registry: start: %w", err)
 	}

@@ -161,10 +161,10 @@ func (v *view) namesLocked() []string {
 
 // watch is the pair of KV watchers that feed a view.
 type watch struct {
-	agents, presence jetstream.KeyWatcher
+	agents, presence, outcomes jetstream.KeyWatcher
 }
 
-func startWatch(ctx context.Context, agents, presence jetstream.KeyValue) (*watch, error) {
+func startWatch(ctx context.Context, agents, presence, outcomes jetstream.KeyValue) (*watch, error) {
 	wa, err := agents.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", agents.Bucket(), err)
@@ -174,20 +174,27 @@ func startWatch(ctx context.Context, agents, presence jetstream.KeyValue) (*watc
 		_ = wa.Stop()
 		return nil, fmt.Errorf("watch %s: %w", presence.Bucket(), err)
 	}
-	return &watch{agents: wa, presence: wp}, nil
+	wo, err := outcomes.WatchAll(ctx)
+	if err != nil {
+		_ = wa.Stop()
+		_ = wp.Stop()
+		return nil, fmt.Errorf("watch %s: %w", outcomes.Bucket(), err)
+	}
+	return &watch{agents: wa, presence: wp, outcomes: wo}, nil
 }
 
 func (w *watch) stop() {
 	_ = w.agents.Stop()
 	_ = w.presence.Stop()
+	_ = w.outcomes.Stop()
 }
 
 // follow applies KV changes to the view and the index until ctx ends. It
 // closes ready once both buckets' initial values are applied.
 func (s *Service) follow(ctx context.Context, w *watch, ready chan<- struct{}) {
 	defer w.stop()
-	agents, presence := w.agents.Updates(), w.presence.Updates()
-	agentsDone, presenceDone := false, false
+	agents, presence, outcomes := w.agents.Updates(), w.presence.Updates(), w.outcomes.Updates()
+	agentsDone, presenceDone, outcomesDone := false, false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -212,8 +219,18 @@ func (s *Service) follow(ctx context.Context, w *watch, ready chan<- struct{}) {
 			} else {
 				s.applyBeat(e)
 			}
+		case e, ok := <-outcomes:
+			if !ok {
+				s.log.Error("registry: watch of outcomes ended")
+				return
+			}
+			if e == nil {
+				outcomesDone = true
+			} else {
+				s.applyOutcomes(ctx, e)
+			}
 		}
-		if agentsDone && presenceDone && ready != nil {
+		if agentsDone && presenceDone && outcomesDone && ready != nil {
 			close(ready)
 			ready = nil
 		}

@@ -79,7 +79,7 @@ func defaultOptions() options {
 	return options{
 		denseWeight:     0.6,
 		expansionWeight: 0.5,
-		fieldWeights:    [numFields]float64{fieldName: 1, fieldDesc: 1, fieldCaps: 1.5, fieldTags: 1.5},
+		fieldWeights:    [numFields]float64{fieldName: 1, fieldDesc: 1, fieldCaps: 1.5, fieldTags: 1.5, fieldLearned: learnedLexWeight},
 	}
 }
 
@@ -133,18 +133,22 @@ type Index struct {
 	an    *analyzer
 	opts  options
 
-	mu     sync.RWMutex
-	vec    *vectors // the dense view, in chromem-go
-	text   *lexIndex
-	slots  []slot // by slot id; name == "" when free
-	free   []int32
-	byName map[string]int32
+	mu  sync.RWMutex
+	vec *vectors // the dense view, in chromem-go
+	// learned holds the tasks each agent concluded (SetOutcomes), which
+	// extend its card.
+	learned map[string][]string
+	text    *lexIndex
+	slots   []slot // by slot id; name == "" when free
+	free    []int32
+	byName  map[string]int32
 
 	bufs sync.Pool // *searchBufs
 }
 
 type slot struct {
 	name  string
+	doc   Doc // as given to Upsert
 	typ   string
 	tags  []string  // lower case
 	vec   []float32 // the card's vector, as chromem-go holds it
@@ -183,13 +187,14 @@ func NewIndex(e Embedder, opts ...Option) (*Index, error) {
 		return nil, err
 	}
 	return &Index{
-		embed:  e,
-		local:  local,
-		an:     defaultAnalyzer(),
-		opts:   o,
-		vec:    vs,
-		text:   newLexIndex(o.fieldWeights),
-		byName: make(map[string]int32),
+		embed:   e,
+		local:   local,
+		an:      defaultAnalyzer(),
+		opts:    o,
+		vec:     vs,
+		learned: map[string][]string{},
+		text:    newLexIndex(o.fieldWeights),
+		byName:  make(map[string]int32),
 	}, nil
 }
 
@@ -201,19 +206,21 @@ func (ix *Index) Len() int {
 }
 
 // embedText is what an external embedder sees of a card: capabilities and
-// tags are repeated because they name the skill most directly.
-func embedText(d Doc) string {
+// tags are repeated because they name the skill most directly; the tasks the
+// agent concluded follow.
+func embedText(d Doc, learned []string) string {
 	caps, tags := strings.Join(d.Capabilities, ". "), strings.Join(d.Tags, ". ")
-	return strings.Join([]string{nameText(d.Name), d.Description, caps, tags, caps, tags}, ". ")
+	parts := []string{nameText(d.Name), d.Description, caps, tags, caps, tags}
+	return strings.Join(append(parts, learned...), ". ")
 }
 
 // embedFieldWeights are the weights of the card fields in the local
 // embedding, as embedText weights them for an external embedder.
-var embedFieldWeights = [numFields]float32{fieldName: 1, fieldDesc: 1, fieldCaps: 2, fieldTags: 2}
+var embedFieldWeights = [numFields]float32{fieldName: 1, fieldDesc: 1, fieldCaps: 2, fieldTags: 2, fieldLearned: learnedDenseWeight}
 
 // docVector embeds a card: the local embedder works from the analysed
 // fields, so each card is analysed once.
-func (ix *Index) docVector(ctx context.Context, d Doc, fields *[numFields][]term, hash string) ([]float32, error) {
+func (ix *Index) docVector(ctx context.Context, d Doc, learned []string, fields *[numFields][]term, hash string) ([]float32, error) {
 	if !ix.local {
 		if hash != "" {
 			ix.mu.RLock()
@@ -223,7 +230,7 @@ func (ix *Index) docVector(ctx context.Context, d Doc, fields *[numFields][]term
 				return v, nil
 			}
 		}
-		return ix.embed(ctx, embedText(d))
+		return ix.embed(ctx, embedText(d, learned))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -247,16 +254,20 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 	if strings.TrimSpace(d.Name) == "" {
 		return ErrInvalidDoc
 	}
+	ix.mu.RLock()
+	learned := ix.learned[d.Name]
+	ix.mu.RUnlock()
 	var fields [numFields][]term
 	fields[fieldName] = ix.an.analyze(nameText(d.Name))
 	fields[fieldDesc] = ix.an.analyze(d.Description)
+	fields[fieldLearned] = ix.an.analyze(strings.Join(learned, " . "))
 	fields[fieldCaps] = ix.an.analyze(strings.Join(d.Capabilities, " . "))
 	fields[fieldTags] = ix.an.analyze(strings.Join(d.Tags, " . "))
 	var hash string
 	if ix.opts.persistDir != "" && !ix.local {
-		hash = textHash(ix.opts.embedderID, embedText(d))
+		hash = textHash(ix.opts.embedderID, embedText(d, learned))
 	}
-	vec, err := ix.docVector(ctx, d, &fields, hash)
+	vec, err := ix.docVector(ctx, d, learned, &fields, hash)
 	if err != nil {
 		return embedErr(err)
 	}
@@ -270,6 +281,10 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	if !slices.Equal(learned, ix.learned[d.Name]) {
+		// SetOutcomes ran meanwhile and upserts the card again.
+		return nil
+	}
 	if ix.vec.dim == 0 {
 		ix.vec.dim = len(vec)
 	} else if len(vec) != ix.vec.dim {
@@ -310,7 +325,7 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 	for i, t := range d.Tags {
 		tags[i] = strings.ToLower(t)
 	}
-	ix.slots[id] = slot{name: d.Name, typ: d.Type, tags: tags, vec: vec, sh: sh, words: words, widf: widf, wterm: wterm}
+	ix.slots[id] = slot{name: d.Name, doc: d, typ: d.Type, tags: tags, vec: vec, sh: sh, words: words, widf: widf, wterm: wterm}
 	// A split moves cards to the shard it creates, the last one.
 	for _, nsh := range ix.vec.shards[nshards:] {
 		for id := range nsh.live {
