@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -42,8 +43,12 @@ type OutcomeEntry struct {
 // maxOutcomeTaskBytes bounds the task text kept per outcome.
 const maxOutcomeTaskBytes = 1024
 
-// casAttempts bounds the compare-and-set retries of RecordOutcome.
-const casAttempts = 10
+// casAttempts bounds the compare-and-set attempts of RecordOutcome; between
+// two, it waits up to casBackoff, at random, so racing writers spread out.
+const (
+	casAttempts = 50
+	casBackoff  = 5 * time.Millisecond
+)
 
 // RecordOutcome adds a finished task to agent's record in kv (the
 // BucketOutcomes bucket), with compare-and-set so that writers never lose
@@ -96,8 +101,10 @@ func RecordOutcome(ctx context.Context, kv jetstream.KeyValue, agent string, e O
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil {
-			break
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("registry: outcome of %s: %w", agent, errors.Join(err, ctx.Err()))
+		case <-time.After(rand.N(casBackoff)):
 		}
 	}
 	return fmt.Errorf("registry: outcome of %s: %w", agent, err)
