@@ -124,6 +124,8 @@ func (s *Service) applyOutcomes(ctx context.Context, e jetstream.KeyValueEntry) 
 		}
 	}
 	if err := s.index.SetOutcomes(ctx, name, outs, time.Now()); err != nil {
-		s.log.Warn("registry: index outcomes", "agent", name, "err", err)
+		// The outcomes are kept; re-indexing the card failed.
+		s.log.Warn("registry: index outcomes; retrying in the background", "agent", name, "err", err)
+		s.setPending(name)
 	}
 }

@@ -241,6 +241,7 @@ func (s *Service) applyAgent(ctx context.Context, e jetstream.KeyValueEntry) {
 	name := e.Key()
 	if e.Operation() != jetstream.KeyValuePut {
 		s.view.deleteAgent(name)
+		s.clearPending(name)
 		if err := s.index.Delete(ctx, name); err != nil && !errors.Is(err, search.ErrNotFound) {
 			s.log.Warn("registry: index delete", "agent", name, "err", err)
 		}
@@ -264,9 +265,17 @@ func (s *Service) applyAgent(ctx context.Context, e jetstream.KeyValueEntry) {
 	s.view.mu.RLock()
 	old, had := s.view.agents[name]
 	s.view.mu.RUnlock()
-	if !had || !sameDoc(old.rec.doc(), rec.doc()) {
-		if err := s.index.Upsert(ctx, rec.doc()); err != nil {
-			s.log.Error("registry: index upsert", "agent", name, "err", err)
+	// The index first: a register is answered once the view has the card,
+	// and the card must be searchable by then.
+	if !had || !sameDoc(old.rec.doc(), rec.doc()) || s.isPending(name) {
+		s.upsertMu.Lock()
+		err := s.index.Upsert(ctx, rec.doc())
+		s.upsertMu.Unlock()
+		if err != nil {
+			s.log.Error("registry: index upsert; retrying in the background", "agent", name, "err", err)
+			s.setPending(name)
+		} else {
+			s.clearPending(name)
 		}
 	}
 	s.view.putAgent(name, &agent{rec: rec, rev: e.Revision()})
