@@ -71,7 +71,9 @@ func (s *Service) search(ctx context.Context, _ micro.Request, req *searchReques
 		}
 		return req.IncludeOffline || v.onlineLocked(name, now, s.cfg.HeartbeatTTL)
 	}
-	hits, err := s.index.Search(ctx, search.Query{Texts: texts, Limit: limit, Keep: keep})
+	// Type and tags also go to the index, whose vector store (chromem-go)
+	// filters by them before ranking.
+	hits, err := s.index.Search(ctx, search.Query{Texts: texts, Limit: limit, Type: req.Type, Tags: req.Tags, Keep: keep})
 	if errors.Is(err, search.ErrEmptyQuery) {
 		return nil, protocol.Errorf(protocol.ErrInvalid, "the query has no words to search for")
 	}
