@@ -30,6 +30,7 @@ var evalWorlds = []string{"registry/search/testdata/discovery-dev", "registry/se
 func newRegistryEvalCmd() *cobra.Command {
 	var agents, queries, embedder, embedderURL, embedderModel string
 	var worlds []string
+	var replay bool
 	cmd := &cobra.Command{
 		Use:   "eval",
 		Short: "Measure the registry's search on labelled worlds, through NATS, beside plain BM25",
@@ -42,10 +43,13 @@ By default it measures the two worlds of registry/search/testdata (run it from
 the repository's root): discovery-dev, which the ranker was tuned on, and
 discovery-test, which nothing was tuned on; only the second says how well
 search generalizes. --world names other directories of the same layout;
---agents and --queries name one world's files.
+--agents and --queries name one world's files. --replay also runs, on each
+world, the outcome replay protocol of package registry/search: part of the
+tasks replayed as finished (by the agent the registry picks, or by the right
+one), the rest searched afterwards, with and without that history.
 The API key of an openai embedder is read from IOA_EMBEDDER_API_KEY.`,
 		Example: `  ioa registry eval
-  ioa registry eval --world registry/search/testdata/discovery-test
+  ioa registry eval --world registry/search/testdata/discovery-test --replay
   ioa registry eval --agents a.jsonl --queries q.jsonl --embedder ollama --embedder-model nomic-embed-text`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -85,12 +89,23 @@ The API key of an openai embedder is read from IOA_EMBEDDER_API_KEY.`,
 				if err := evalWorld(cmd, emb, set); err != nil {
 					return err
 				}
+				if replay {
+					rep, err := search.ReplayOutcomes(cmd.Context(), set.Agents, set.Queries, func() (*search.Index, error) { return search.NewIndex(emb) })
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(cmd.OutOrStdout())
+					if err := rep.WriteTable(cmd.OutOrStdout()); err != nil {
+						return err
+					}
+				}
 			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&worlds, "world", nil, "a directory with agents.jsonl and queries.jsonl (repeatable; default: the dev and test worlds)")
+	f.BoolVar(&replay, "replay", false, "also run the outcome replay protocol on each world (in process: learning from finished tasks)")
 	f.StringVar(&agents, "agents", "", "agent cards, one JSON object per line")
 	f.StringVar(&queries, "queries", "", `queries, one {"id","query","gold","also_ok","difficulty"} per line`)
 	f.StringVar(&embedder, "embedder", registry.EmbedderLocal, "embedder: local, openai or ollama")

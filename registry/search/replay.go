@@ -115,13 +115,14 @@ func ReplayOutcomes(ctx context.Context, docs []Doc, queries []EvalQuery, newInd
 			failures = append(failures, r)
 		}
 	}
-	for _, c := range []struct {
+	for i, c := range []struct {
 		name string
 		recs []rec
 	}{{"none", nil}, {"picked", picked}, {"failures", failures}, {"concluded", concluded}} {
-		ix, err := build()
-		if err != nil {
-			return rep, err
+		if i > 0 { // "none" uses the index that picked
+			if ix, err = build(); err != nil {
+				return rep, err
+			}
 		}
 		by := map[string][]Outcome{}
 		cond := ReplayCondition{Name: c.name}
@@ -139,7 +140,9 @@ func ReplayOutcomes(ctx context.Context, docs []Doc, queries []EvalQuery, newInd
 			}
 		}
 		rank := func(q EvalQuery) ([]string, error) {
-			hits, err := ix.Search(ctx, Query{Texts: []string{q.Query}, Limit: len(docs)})
+			// Past the first 100 an agent counts as not found (as in
+			// the service, whose largest limit is 100).
+			hits, err := ix.Search(ctx, Query{Texts: []string{q.Query}, Limit: min(len(docs), 100)})
 			names := make([]string, len(hits))
 			for i, h := range hits {
 				names[i] = h.Name
