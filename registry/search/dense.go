@@ -25,7 +25,7 @@ import (
 // that grows past maxShard is split in two by 2-means. A query scores the
 // centroids and asks the nearest shards, enough of them to cover probeDocs
 // cards, in parallel, and merges their answers. Up to probeDocs cards in all
-// (the development and test worlds, and every registry up to a few thousand
+// (the development and test worlds, and every registry up to a thousand
 // cards) every shard is asked, so the search is exact; above it the probe is
 // an inverted-file approximation whose recall TestShardRecall measures.
 //
@@ -57,6 +57,7 @@ type shard struct {
 	live  map[int32][]float32 // slots whose vector is in coll
 	names map[int32]string
 	sum   []float64 // of the live vectors
+	cent  []float32 // their mean, kept with sum
 	stale int       // documents of coll that no slot owns (on disk, unclaimed)
 }
 
@@ -66,9 +67,9 @@ const collPrefix = "agents-"
 // The shard sizes (variables so that tests can vary them).
 var (
 	// maxShard is the most cards one collection holds before it is split.
-	maxShard = 512
+	maxShard = 256
 	// probeDocs is how many cards a query asks chromem-go to score at least.
-	probeDocs = 2048
+	probeDocs = 1024
 )
 
 // Metadata keys of a card's chromem-go document.
@@ -251,9 +252,19 @@ func (sh *shard) add(id int32, name string, vec []float32) {
 	sh.names[id] = name
 	if sh.sum == nil {
 		sh.sum = make([]float64, len(vec))
+		sh.cent = make([]float32, len(vec))
 	}
 	for i, x := range vec {
 		sh.sum[i] += float64(x)
+	}
+	sh.centre()
+}
+
+// centre recomputes the mean of the live vectors.
+func (sh *shard) centre() {
+	inv := 1 / float64(max(1, len(sh.live)))
+	for i, x := range sh.sum {
+		sh.cent[i] = float32(x * inv)
 	}
 }
 
@@ -263,6 +274,7 @@ func (sh *shard) drop(id int32) {
 	}
 	delete(sh.live, id)
 	delete(sh.names, id)
+	sh.centre()
 }
 
 func (v *vectors) count(vec []float32, sign float64) {
@@ -307,14 +319,10 @@ func (v *vectors) nearest(vec []float32) *shard {
 
 // affinity is the dot product of vec with the shard's mean vector.
 func (sh *shard) affinity(vec []float32) float64 {
-	if len(sh.live) == 0 || sh.sum == nil {
+	if len(sh.live) == 0 || sh.cent == nil {
 		return 0
 	}
-	var s float64
-	for i, x := range vec {
-		s += float64(x) * sh.sum[i]
-	}
-	return s / float64(len(sh.live))
+	return float64(dot32(vec, sh.cent))
 }
 
 // split moves about half of sh's cards to a new shard: 2-means over the

@@ -21,9 +21,9 @@
 // chromem-go scores every vector of a collection it is asked about (some
 // 0.6 µs of CPU per 300-dimension vector here, about ten times a hand-unrolled
 // loop), so the cards are spread over
-// collections of at most 512 (split by 2-means as they grow), and a query
+// collections of at most 256 (split by 2-means as they grow), and a query
 // asks only the collections whose centroids are nearest to it, enough of
-// them to cover 2048 cards, in parallel (dense.go). Below that size every
+// them to cover 1024 cards, in parallel (dense.go). Below that size every
 // collection is asked and the search is exact; above it TestShardRecall
 // measures what the probe misses (on 500 real cards cut into shards of 32 and
 // probed a quarter: 64% of the 50 nearest vectors found, the ranking of the
