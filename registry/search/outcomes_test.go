@@ -18,8 +18,10 @@ import (
 // whose agent has none, 0.653, 0.645 and 0.628: the extended cards draw some
 // of their tasks).
 func TestOutcomeReplay(t *testing.T) {
-	if testing.Short() {
-		t.Skip("indexes each world four times")
+	if testing.Short() || raceEnabled {
+		// Pure computation, indexing each world four times: make unit runs
+		// it without the race detector.
+		t.Skip("indexes each world four times; run without -race and -short")
 	}
 	for _, world := range []string{"discovery-dev", "discovery-test"} {
 		t.Run(world, func(t *testing.T) {
