@@ -21,6 +21,8 @@ test: lint unit fuzz ## everything CI runs: lint, all tests with -race, brief fu
 
 unit: tools
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	# The outcome replay indexes two worlds four times: too slow under -race.
+	$(GO) test -count=1 -run TestOutcomeReplay ./registry/search
 
 fuzz: ## run every fuzz target briefly
 	./scripts/fuzz.sh $(FUZZTIME)

@@ -398,7 +398,7 @@ func (b *Bus) provisionRetry(ctx context.Context) error {
 // other processes hold stay valid. Handles opened after this read the
 // setting.
 func (b *Bus) readFromLeaders(ctx context.Context) error {
-	for _, name := range []string{StreamChats, StreamTasks, StreamGoals, "KV_" + BucketAgents, "KV_" + BucketGoals, "KV_" + BucketChats} {
+	for _, name := range []string{StreamChats, StreamTasks, StreamGoals, "KV_" + BucketAgents, "KV_" + BucketGoals, "KV_" + BucketChats, "KV_" + BucketOutcomes} {
 		st, err := b.js.Stream(ctx, name)
 		if err != nil {
 			return fmt.Errorf("bus: stream %s: %w", name, err)

@@ -38,7 +38,7 @@ func TestStartProvisionsResourcesAndKeepsData(t *testing.T) {
 		buckets = append(buckets, name)
 	}
 	slices.Sort(buckets)
-	if want := []string{bus.BucketAgents, bus.BucketChats, bus.BucketGoals, bus.BucketLeases, bus.BucketPresence}; !slices.Equal(buckets, want) {
+	if want := []string{bus.BucketAgents, bus.BucketChats, bus.BucketGoals, bus.BucketLeases, bus.BucketOutcomes, bus.BucketPresence}; !slices.Equal(buckets, want) {
 		t.Fatalf("buckets = %v, want %v", buckets, want)
 	}
 	kv, err := b.KV(ctx, bus.BucketAgents)

@@ -27,6 +27,10 @@ const (
 	// BucketLeases (internal, admin only) holds the orchestrator instances'
 	// partition leases and presence: which instance referees which chats.
 	BucketLeases = "ioa_leases"
+	// BucketOutcomes (an addition to the v1 protocol) holds, under each
+	// agent's name, the latest tasks it finished and how: the registry's
+	// evidence of what an agent can do beyond its card.
+	BucketOutcomes = "ioa_outcomes"
 )
 
 // presenceMaxAge only collects leftovers: liveness is computed from the
@@ -70,6 +74,9 @@ func (b *Bus) provision(ctx context.Context) error {
 		// older than the retention age belongs to a goal long ended.
 		{Bucket: BucketGoals, Description: "IoA goal tree and status", TTL: b.cfg.Retention.MaxAge},
 		{Bucket: BucketChats, Description: "IoA chat referee state", TTL: b.cfg.Retention.MaxAge},
+		// An agent's outcomes are rewritten whenever it finishes a task;
+		// one idle for the retention age has nothing recent to say.
+		{Bucket: BucketOutcomes, Description: "IoA agents' finished tasks (registry outcome learning)", TTL: b.cfg.Retention.MaxAge},
 	} {
 		if err := b.checkReplicas(ctx, "KV_"+kc.Bucket); err != nil {
 			return err
@@ -121,6 +128,9 @@ func (b *Bus) ensureStream(ctx context.Context, sc jetstream.StreamConfig) error
 	st, err := b.js.Stream(ctx, sc.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = b.js.CreateStream(ctx, sc)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return b.ensureStream(ctx, sc) // another process created it a moment ago
+		}
 		return err
 	}
 	if err != nil {
@@ -149,7 +159,13 @@ func (b *Bus) ensureStream(ctx context.Context, sc jetstream.StreamConfig) error
 func (b *Bus) ensureBucket(ctx context.Context, kc jetstream.KeyValueConfig) error {
 	st, err := b.js.Stream(ctx, "KV_"+kc.Bucket)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = b.js.CreateOrUpdateKeyValue(ctx, kc)
+		// Created as CreateKeyValue would, but with direct gets as
+		// directGets says from the start: turning them off afterwards
+		// would strand the handles other processes open meanwhile.
+		_, err = b.js.CreateStream(ctx, kvStream(kc))
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return b.ensureBucket(ctx, kc) // another process created it a moment ago
+		}
 		return err
 	}
 	if err != nil {
@@ -214,4 +230,28 @@ func (b *Bus) KV(ctx context.Context, bucket string) (jetstream.KeyValue, error)
 		return nil, fmt.Errorf("bus: bucket %s: %w", bucket, err)
 	}
 	return kv, nil
+}
+
+// kvStream is the stream of a bucket as nats.go's CreateKeyValue (v1.55)
+// makes it, with direct gets as directGets says.
+func kvStream(kc jetstream.KeyValueConfig) jetstream.StreamConfig {
+	history := int64(max(kc.History, 1))
+	maxBytes, maxMsgSize := kc.MaxBytes, kc.MaxValueSize
+	if maxBytes == 0 {
+		maxBytes = -1
+	}
+	if maxMsgSize == 0 {
+		maxMsgSize = -1
+	}
+	dup := 2 * time.Minute
+	if kc.TTL > 0 && kc.TTL < dup {
+		dup = kc.TTL
+	}
+	replicas := max(kc.Replicas, 1)
+	return jetstream.StreamConfig{
+		Name: "KV_" + kc.Bucket, Description: kc.Description, Subjects: []string{"$KV." + kc.Bucket + ".>"},
+		MaxMsgsPerSubject: history, MaxBytes: maxBytes, MaxAge: kc.TTL, MaxMsgSize: maxMsgSize,
+		Storage: kc.Storage, Replicas: replicas, AllowRollup: true, DenyDelete: true, Duplicates: dup,
+		MaxMsgs: -1, MaxConsumers: -1, AllowDirect: directGets(replicas), Discard: jetstream.DiscardNew,
+	}
 }

@@ -81,7 +81,8 @@ func TestFaultProvisionKeepsHandlesValid(t *testing.T) {
 		}
 		t.Errorf("provisioning an unchanged deployment: stream %s %s", adv.Stream, adv.Action)
 	}
-	for _, name := range append([]string{bus.StreamChats, bus.StreamTasks, bus.StreamGoals}, "KV_"+bus.BucketGoals, "KV_"+bus.BucketChats) {
+	for _, name := range []string{bus.StreamChats, bus.StreamTasks, bus.StreamGoals, "KV_" + bus.BucketGoals, "KV_" + bus.BucketChats,
+		"KV_" + bus.BucketAgents, "KV_" + bus.BucketPresence, "KV_" + bus.BucketLeases, "KV_" + bus.BucketOutcomes} {
 		st, err := js.Stream(t.Context(), name)
 		if err != nil {
 			t.Fatal(err)

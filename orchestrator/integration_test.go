@@ -18,7 +18,9 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/agentkit/worker"
+	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/orchestrator"
+	"github.com/ioa-nats/ioa/registry"
 	"github.com/nats-io/nats.go"
 )
 
@@ -155,6 +157,28 @@ func TestGoalEndToEndWithCoordinatorAndAgentkitAgents(t *testing.T) {
 		"write a report summarising the results: REPORT: 84; 5 km = 3.107 miles; the task had 32 words"
 	if res.Conclusion != wantConclusion || res.Turns != 6 {
 		t.Fatalf("conclusion (%d turns):\n%s\nwant:\n%s", res.Turns, res.Conclusion, wantConclusion)
+	}
+	// Each finished task is an outcome of its assignee in ioa_outcomes, for
+	// the registry to learn from.
+	kv, err := w.b.KV(t.Context(), bus.BucketOutcomes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range []struct{ agent, desc string }{
+		{"multiplier", "Multiply 12 x 7"}, {"distance-converter", "Convert 5 kilometres to miles"},
+		{"word-counter", "Count the words of this sentence"}, {"report-writer", "write a report summarising the results"},
+	} {
+		e, err := kv.Get(t.Context(), task.agent)
+		if err != nil {
+			t.Fatalf("outcome of %s: %v", task.agent, err)
+		}
+		var rec registry.OutcomeRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Outcomes) != 1 || rec.Outcomes[0].Status != protocol.TaskCompleted || !strings.Contains(rec.Outcomes[0].Task, task.desc) {
+			t.Errorf("outcomes of %s: %+v, want its task %q completed", task.agent, rec.Outcomes, task.desc)
+		}
 	}
 }
 

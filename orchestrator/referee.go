@@ -12,6 +12,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/registry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -410,6 +411,25 @@ func (s *Service) redeliver(rec *chatRecord) {
 	}
 }
 
+// recordOutcome tells the registry, through its outcomes bucket, that the
+// assignee of a task finished it: the registry learns from it what the agent
+// can do (registry.RecordOutcome).
+func (s *Service) recordOutcome(ctx context.Context, comm string, t protocol.Task, status string) {
+	text := t.TaskDesc
+	if text == "" {
+		text = t.TaskAbstract
+	}
+	if t.Assignee == "" || text == "" || (status != protocol.TaskCompleted && status != protocol.TaskFailed) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	e := registry.OutcomeEntry{TaskID: comm + "." + t.TaskID, Task: text, Status: status}
+	if err := registry.RecordOutcome(ctx, s.outcomes, t.Assignee, e); err != nil {
+		s.log.Warn("record task outcome", "comm", comm, "task", t.TaskID, "err", err)
+	}
+}
+
 // announce publishes the goal events of a logged message.
 func (s *Service) announce(comm, goal string, m protocol.AgentMessage) {
 	s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventMessage, CommID: comm, Message: &m})
@@ -431,6 +451,7 @@ func (s *Service) effects(ctx context.Context, comm string, rec *chatRecord, pre
 			}
 		}
 		s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventTaskDone, CommID: comm, Task: &t.Task, Message: &m})
+		s.recordOutcome(ctx, comm, t.Task, m.TaskStatus)
 	}
 	c := rec.Chat
 	switch {

@@ -123,6 +123,7 @@ type Service struct {
 
 	goals      jetstream.KeyValue
 	chatKV     jetstream.KeyValue
+	outcomes   jetstream.KeyValue // each agent's finished tasks, for the registry
 	chats      jetstream.Stream
 	tasks      jetstream.Stream
 	goalStream jetstream.Stream
@@ -244,6 +245,9 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	if s.chatKV, err = s.js.KeyValue(ctx, bus.BucketChats); err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketChats, err)
+	}
+	if s.outcomes, err = s.js.KeyValue(ctx, bus.BucketOutcomes); err != nil {
+		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketOutcomes, err)
 	}
 	for _, st := range []struct {
 		name string

@@ -85,8 +85,10 @@ func (s *Service) search(ctx context.Context, r micro.Request, req *searchReques
 		}
 		return req.IncludeOffline || v.onlineLocked(name, now, s.cfg.HeartbeatTTL)
 	}
+	// Type and tags also go to the index, whose vector store (chromem-go)
+	// filters by them before ranking.
 	t0 := time.Now()
-	hits, err := s.index.Search(ctx, search.Query{Texts: texts, Limit: limit, Keep: keep})
+	hits, err := s.index.Search(ctx, search.Query{Texts: texts, Limit: limit, Type: req.Type, Tags: req.Tags, Keep: keep})
 	s.cfg.Metrics.Searched(time.Since(t0))
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int("ioa.registry.results", len(hits)))

@@ -62,6 +62,17 @@ type Config struct {
 	MaxResults int
 	// Embedder embeds cards and queries; nil means search.LocalEmbedder.
 	Embedder search.Embedder
+	// EmbedderID names Embedder (kind, address, model): vectors kept on
+	// disk are re-used only for the same one.
+	EmbedderID string
+	// VectorDir, when set with an Embedder, keeps the cards' vectors there
+	// (chromem-go's persistent store) so that a restarted instance does not
+	// embed every card again. The built-in embedder needs no such store.
+	VectorDir string
+	// RetryInterval is how long a card that could not be indexed (its
+	// embedder failed) waits before the first retry; the wait doubles up
+	// to RetryMax. 1s and 30s by default.
+	RetryInterval, RetryMax time.Duration
 	// Logger receives the service's logs; nil discards them.
 	Logger *slog.Logger
 	// Metrics, if not nil, time searches and count the index
@@ -70,6 +81,12 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = time.Second
+	}
+	if c.RetryMax < c.RetryInterval {
+		c.RetryMax = max(c.RetryInterval, 30*time.Second)
+	}
 	if c.HeartbeatTTL < 0 || c.MaxDescriptionBytes < 0 || c.MaxCardBytes < 0 || c.MaxAgentsPerConn < 0 || c.MaxResults < 0 {
 		return c, errors.New("registry: config: limits must not be negative")
 	}
@@ -109,9 +126,18 @@ type Service struct {
 	nc       *nats.Conn
 	agents   jetstream.KeyValue
 	presence jetstream.KeyValue
+	outcomes jetstream.KeyValue
 	svc      micro.Service
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when the watch loop has ended
+
+	// pending are the agents whose card or outcomes the index could not
+	// take (the embedder failed); the retry loop tries them again.
+	upsertMu  sync.Mutex // one card upsert at a time: the watch's or a retry's
+	pendingMu sync.Mutex
+	pending   map[string]bool
+	retry     chan struct{} // wakes the retry loop
+	retryDone chan struct{} // closed when the retry loop has ended
 }
 
 // New prepares a registry instance on b; nothing runs before Start.
@@ -123,11 +149,16 @@ func New(b *bus.Bus, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix, err := search.NewIndex(cfg.Embedder)
+	var opts []search.Option
+	if cfg.VectorDir != "" && cfg.Embedder != nil {
+		opts = append(opts, search.WithPersistDir(cfg.VectorDir, cfg.EmbedderID))
+	}
+	ix, err := search.NewIndex(cfg.Embedder, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
-	return &Service{bus: b, cfg: cfg, log: cfg.Logger, index: ix, view: newView()}, nil
+	return &Service{bus: b, cfg: cfg, log: cfg.Logger, index: ix, view: newView(),
+		pending: map[string]bool{}, retry: make(chan struct{}, 1)}, nil
 }
 
 // Start opens the buckets, replays them into the index and then serves the
@@ -169,15 +200,24 @@ func (s *Service) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("registry: start: bucket %s: %w", BucketPresence, err)
 	}
 
+	if s.outcomes, err = js.KeyValue(ctx, BucketOutcomes); err != nil {
+		return fmt.Errorf("registry: start: bucket %s: %w", BucketOutcomes, err)
+	}
+
 	// The watch outlives Start's context: it belongs to the service.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	w, err := startWatch(wctx, s.agents, s.presence)
+	w, err := startWatch(wctx, s.agents, s.presence, s.outcomes)
 	if err != nil {
 		return fmt.Errorf("registry: start: %w", err)
 	}
 	ready := make(chan struct{})
 	s.done = make(chan struct{})
+	s.retryDone = make(chan struct{})
+	go func() {
+		defer close(s.retryDone)
+		s.retryLoop(wctx)
+	}()
 	go func() {
 		defer close(s.done)
 		s.follow(wctx, w, ready)
@@ -190,6 +230,10 @@ func (s *Service) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("registry: start: catching up with KV: %w", ctx.Err())
 	}
 
+	// Vectors kept on disk for cards that are gone are dropped.
+	if err := s.index.Prune(ctx); err != nil {
+		s.log.Warn("registry: prune the vector store", "err", err)
+	}
 	if s.cfg.Embedder == nil {
 		// Load the local embedder's tables now rather than in the first
 		// request; an empty index answers without searching.
@@ -249,6 +293,13 @@ func (s *Service) stopLocked(ctx context.Context) error {
 		case <-s.done:
 		case <-ctx.Done():
 			errs = append(errs, fmt.Errorf("waiting for the KV watch to end: %w", ctx.Err()))
+		}
+	}
+	if s.retryDone != nil {
+		select {
+		case <-s.retryDone:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("waiting for the index retries to end: %w", ctx.Err()))
 		}
 	}
 	if s.nc != nil {

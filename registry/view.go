@@ -161,10 +161,10 @@ func (v *view) namesLocked() []string {
 
 // watch is the pair of KV watchers that feed a view.
 type watch struct {
-	agents, presence jetstream.KeyWatcher
+	agents, presence, outcomes jetstream.KeyWatcher
 }
 
-func startWatch(ctx context.Context, agents, presence jetstream.KeyValue) (*watch, error) {
+func startWatch(ctx context.Context, agents, presence, outcomes jetstream.KeyValue) (*watch, error) {
 	wa, err := agents.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", agents.Bucket(), err)
@@ -174,20 +174,27 @@ func startWatch(ctx context.Context, agents, presence jetstream.KeyValue) (*watc
 		_ = wa.Stop()
 		return nil, fmt.Errorf("watch %s: %w", presence.Bucket(), err)
 	}
-	return &watch{agents: wa, presence: wp}, nil
+	wo, err := outcomes.WatchAll(ctx)
+	if err != nil {
+		_ = wa.Stop()
+		_ = wp.Stop()
+		return nil, fmt.Errorf("watch %s: %w", outcomes.Bucket(), err)
+	}
+	return &watch{agents: wa, presence: wp, outcomes: wo}, nil
 }
 
 func (w *watch) stop() {
 	_ = w.agents.Stop()
 	_ = w.presence.Stop()
+	_ = w.outcomes.Stop()
 }
 
 // follow applies KV changes to the view and the index until ctx ends. It
 // closes ready once both buckets' initial values are applied.
 func (s *Service) follow(ctx context.Context, w *watch, ready chan<- struct{}) {
 	defer w.stop()
-	agents, presence := w.agents.Updates(), w.presence.Updates()
-	agentsDone, presenceDone := false, false
+	agents, presence, outcomes := w.agents.Updates(), w.presence.Updates(), w.outcomes.Updates()
+	agentsDone, presenceDone, outcomesDone := false, false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -213,8 +220,18 @@ func (s *Service) follow(ctx context.Context, w *watch, ready chan<- struct{}) {
 			} else {
 				s.applyBeat(e)
 			}
+		case e, ok := <-outcomes:
+			if !ok {
+				s.log.Error("registry: watch of outcomes ended")
+				return
+			}
+			if e == nil {
+				outcomesDone = true
+			} else {
+				s.applyOutcomes(ctx, e)
+			}
 		}
-		if agentsDone && presenceDone && ready != nil {
+		if agentsDone && presenceDone && outcomesDone && ready != nil {
 			close(ready)
 			ready = nil
 		}
@@ -225,6 +242,7 @@ func (s *Service) applyAgent(ctx context.Context, e jetstream.KeyValueEntry) {
 	name := e.Key()
 	if e.Operation() != jetstream.KeyValuePut {
 		s.view.deleteAgent(name)
+		s.clearPending(name)
 		if err := s.index.Delete(ctx, name); err != nil && !errors.Is(err, search.ErrNotFound) {
 			s.log.Warn("registry: index delete", "agent", name, "err", err)
 		}
@@ -248,9 +266,17 @@ func (s *Service) applyAgent(ctx context.Context, e jetstream.KeyValueEntry) {
 	s.view.mu.RLock()
 	old, had := s.view.agents[name]
 	s.view.mu.RUnlock()
-	if !had || !sameDoc(old.rec.doc(), rec.doc()) {
-		if err := s.index.Upsert(ctx, rec.doc()); err != nil {
-			s.log.Error("registry: index upsert", "agent", name, "err", err)
+	// The index first: a register is answered once the view has the card,
+	// and the card must be searchable by then.
+	if !had || !sameDoc(old.rec.doc(), rec.doc()) || s.isPending(name) {
+		s.upsertMu.Lock()
+		err := s.index.Upsert(ctx, rec.doc())
+		s.upsertMu.Unlock()
+		if err != nil {
+			s.log.Error("registry: index upsert; retrying in the background", "agent", name, "err", err)
+			s.setPending(name)
+		} else {
+			s.clearPending(name)
 		}
 	}
 	s.view.putAgent(name, &agent{rec: rec, rev: e.Revision()})

@@ -10,13 +10,23 @@ import (
 	"testing"
 )
 
-func TestRegistryEvalRequiresFlags(t *testing.T) {
-	root := newRootCmd()
-	root.SetArgs([]string{"registry", "eval"})
-	root.SetOut(new(bytes.Buffer))
-	root.SetErr(new(bytes.Buffer))
-	if err := root.ExecuteContext(t.Context()); err == nil || !strings.Contains(err.Error(), "--agents and --queries are required") {
-		t.Fatalf("eval without flags: %v", err)
+func TestRegistryEvalBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		// The default worlds are found from the repository's root only.
+		{[]string{"registry", "eval"}, "run from the repository's root"},
+		{[]string{"registry", "eval", "--agents", "a.jsonl"}, "--agents and --queries go together"},
+		{[]string{"registry", "eval", "--world", t.TempDir()}, "agents.jsonl"},
+	} {
+		root := newRootCmd()
+		root.SetArgs(c.args)
+		root.SetOut(new(bytes.Buffer))
+		root.SetErr(new(bytes.Buffer))
+		if err := root.ExecuteContext(t.Context()); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error with %q", c.args, err, c.want)
+		}
 	}
 }
 
@@ -34,11 +44,25 @@ func TestRegistryEval(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	root := newRootCmd()
+	// Twice: as one world's files and as a world directory.
 	root.SetArgs([]string{"registry", "eval", "--agents", ap, "--queries", qp})
 	root.SetOut(&out)
 	root.SetErr(&errOut)
 	if err := root.ExecuteContext(t.Context()); err != nil {
 		t.Fatalf("eval: %v\n%s", err, errOut.String())
+	}
+	root = newRootCmd()
+	root.SetArgs([]string{"registry", "eval", "--world", dir})
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	if err := root.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("eval --world: %v\n%s", err, errOut.String())
+	}
+	if n := strings.Count(out.String(), "30 agents, 20 queries"); n != 2 {
+		t.Errorf("%d tables, want 2:\n%s", n, out.String())
+	}
+	if !strings.Contains(out.String(), "== "+filepath.Base(dir)) {
+		t.Errorf("no heading for the world:\n%s", out.String())
 	}
 	for _, want := range []string{"30 agents, 20 queries", "ioa-registry (via NATS)", "BM25 baseline", "overall", "Top@1", "MRR"} {
 		if !strings.Contains(out.String(), want) {

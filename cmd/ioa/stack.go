@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,7 +20,6 @@ import (
 	"github.com/ioa-nats/ioa/interop"
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/ioa-nats/ioa/registry"
-	"github.com/ioa-nats/ioa/registry/search"
 	"github.com/ioa-nats/ioa/telemetry"
 )
 
@@ -92,7 +92,10 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 	}()
 	s.metrics.WatchConn("ioa-bus", s.bus.Conn())
 	if opt.services && cfg.Registry.Enabled {
-		emb, err := embedder(cfg.Registry.Embedder)
+		e := cfg.Registry.Embedder
+		// The built-in embedder is nil here: the index then weighs the
+		// words of a task by the cards it holds.
+		emb, err := registry.NewEmbedder(e.Kind, e.BaseURL, e.Model, e.APIKey)
 		if err != nil {
 			return nil, err
 		}
@@ -101,6 +104,9 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 			MaxCardBytes: cfg.Registry.MaxCardBytes, MaxAgentsPerConn: cfg.Registry.MaxAgentsPerConn,
 			MaxResults: cfg.Registry.MaxResults, Embedder: emb, Logger: log.With("service", "registry"),
 			Metrics: s.metrics,
+			// A remote embedder's vectors outlive a restart.
+			EmbedderID: e.Kind + " " + e.BaseURL + " " + e.Model,
+			VectorDir:  filepath.Join(cfg.Bus.DataDir, "registry-vectors"),
 		})
 		if err != nil {
 			return nil, err
@@ -268,18 +274,6 @@ func (s *stack) shutdown() {
 			s.log.Warn("flushing spans", "err", err)
 		}
 	}
-}
-
-func embedder(e configs.Embedder) (search.Embedder, error) {
-	switch e.Kind {
-	case "local", "":
-		return search.LocalEmbedder(), nil
-	case "openai":
-		return search.OpenAIEmbedder(e.BaseURL, e.APIKey, e.Model), nil
-	case "ollama":
-		return search.OllamaEmbedder(e.BaseURL, e.Model), nil
-	}
-	return nil, fmt.Errorf("registry.embedder.kind %q is not local, openai or ollama", e.Kind)
 }
 
 // buildAgents turns the configured agents into agentkit agents. Agents

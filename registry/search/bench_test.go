@@ -11,7 +11,7 @@ import (
 )
 
 // syntheticDocs makes n cards by sampling words and capabilities of the dev set.
-func syntheticDocs(b *testing.B, n int) ([]Doc, []string) {
+func syntheticDocs(b testing.TB, n int) ([]Doc, []string) {
 	docs, qs, _ := loadDev(b)
 	var words, caps, tags []string
 	for _, d := range docs {

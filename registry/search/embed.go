@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"time"
 
 	"github.com/philippgille/chromem-go"
 
@@ -124,15 +125,28 @@ func normalized(e Embedder) Embedder {
 }
 
 // OpenAIEmbedder calls an OpenAI-compatible /v1/embeddings endpoint (baseURL
-// like "https://api.openai.com/v1") and normalises the result.
+// like "https://api.openai.com/v1") and normalises the result. A call that
+// takes longer than RemoteTimeout fails.
 func OpenAIEmbedder(baseURL, apiKey, model string) Embedder {
-	return normalized(Embedder(chromem.NewEmbeddingFuncOpenAICompat(baseURL, apiKey, model, nil)))
+	return normalized(timed(Embedder(chromem.NewEmbeddingFuncOpenAICompat(baseURL, apiKey, model, nil))))
 }
 
 // OllamaEmbedder calls an Ollama server's embedding API (baseURL empty means
-// the local default) and normalises the result.
+// the local default) and normalises the result. A call that takes longer
+// than RemoteTimeout fails.
 func OllamaEmbedder(baseURL, model string) Embedder {
-	return normalized(Embedder(chromem.NewEmbeddingFuncOllama(model, baseURL)))
+	return normalized(timed(Embedder(chromem.NewEmbeddingFuncOllama(model, baseURL))))
+}
+
+// RemoteTimeout bounds one call to a remote embedder.
+const RemoteTimeout = 30 * time.Second
+
+func timed(e Embedder) Embedder {
+	return func(ctx context.Context, text string) ([]float32, error) {
+		ctx, cancel := context.WithTimeout(ctx, RemoteTimeout)
+		defer cancel()
+		return e(ctx, text)
+	}
 }
 
 func embedErr(err error) error { return fmt.Errorf("search: embed: %w", err) }

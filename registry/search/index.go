@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-
-	"github.com/philippgille/chromem-go"
 )
 
 // Doc is the searchable part of an agent card.
@@ -29,6 +27,11 @@ type Query struct {
 	Texts []string
 	// Limit caps the number of hits; zero or less means DefaultLimit.
 	Limit int
+	// Type, when set, keeps only the cards of that type.
+	Type string
+	// Tags, when set, keeps only the cards that have every one of them
+	// (compared without regard to case).
+	Tags []string
 	// Keep, when set, drops every agent for which it returns false; Search
 	// still returns up to Limit hits if that many agents pass.
 	Keep func(name string) bool
@@ -68,13 +71,15 @@ type options struct {
 	denseWeight     float64
 	expansionWeight float64
 	fieldWeights    [numFields]float64
+	persistDir      string
+	embedderID      string
 }
 
 func defaultOptions() options {
 	return options{
 		denseWeight:     0.6,
 		expansionWeight: 0.5,
-		fieldWeights:    [numFields]float64{fieldName: 1, fieldDesc: 1, fieldCaps: 1.5, fieldTags: 1.5},
+		fieldWeights:    [numFields]float64{fieldName: 1, fieldDesc: 1, fieldCaps: 1.5, fieldTags: 1.5, fieldLearned: learnedLexWeight},
 	}
 }
 
@@ -103,8 +108,24 @@ func WithExpansionWeight(w float64) Option {
 	}
 }
 
-// Index is a hybrid capability index: a chromem-go collection of normalised
-// embeddings fused with a BM25F inverted index over stemmed card fields. It
+// WithPersistDir keeps the card vectors on disk in dir (chromem-go's
+// persistent store), so that a restarted index re-uses the vectors of an
+// external embedder instead of asking for them again. embedderID names the
+// embedder (kind, address, model): a vector is re-used only for the same
+// card text and the same embedderID. The built-in embedder's vectors are
+// cheap to recompute, so with it the option keeps nothing on disk.
+func WithPersistDir(dir, embedderID string) Option {
+	return func(o *options) error {
+		if strings.TrimSpace(dir) == "" {
+			return errors.New("search: persist dir is empty")
+		}
+		o.persistDir, o.embedderID = dir, embedderID
+		return nil
+	}
+}
+
+// Index is a hybrid capability index: card vectors in chromem-go
+// collections fused with a BM25F inverted index over stemmed card fields. It
 // is safe for concurrent use.
 type Index struct {
 	embed Embedder
@@ -112,19 +133,26 @@ type Index struct {
 	an    *analyzer
 	opts  options
 
-	mu     sync.RWMutex
-	coll   *chromem.Collection
-	dense  denseStore // the collection's vectors, by slot
-	text   *lexIndex
-	slots  []slot // by slot id; name == "" when free
-	free   []int32
-	byName map[string]int32
+	mu  sync.RWMutex
+	vec *vectors // the dense view, in chromem-go
+	// learned holds the tasks each agent concluded (SetOutcomes), which
+	// extend its card.
+	learned map[string][]string
+	text    *lexIndex
+	slots   []slot // by slot id; name == "" when free
+	free    []int32
+	byName  map[string]int32
 
 	bufs sync.Pool // *searchBufs
 }
 
 type slot struct {
 	name  string
+	doc   Doc // as given to Upsert
+	typ   string
+	tags  []string  // lower case
+	vec   []float32 // the card's vector, as chromem-go holds it
+	sh    *shard    // the collection holding it
 	words []int32   // distinct lexicon vector ids of the card's words
 	widf  []float32 // by word: its WordNet IDF
 	wterm []int32   // by word: its lexical term, whose postings count the cards using it
@@ -132,8 +160,7 @@ type slot struct {
 
 // searchBufs are per-search scratch arrays indexed by slot.
 type searchBufs struct {
-	acc  []float64
-	sims []float32
+	acc []float64
 }
 
 // NewIndex returns an empty index that embeds with e (nil means
@@ -151,18 +178,23 @@ func NewIndex(e Embedder, opts ...Option) (*Index, error) {
 	} else {
 		e = normalized(e)
 	}
-	coll, err := chromem.NewDB().CreateCollection("agents", nil, chromem.EmbeddingFunc(e))
+	dir := o.persistDir
+	if local {
+		dir = ""
+	}
+	vs, err := openVectors(dir)
 	if err != nil {
-		return nil, fmt.Errorf("search: create collection: %w", err)
+		return nil, err
 	}
 	return &Index{
-		embed:  e,
-		local:  local,
-		an:     defaultAnalyzer(),
-		opts:   o,
-		coll:   coll,
-		text:   newLexIndex(o.fieldWeights),
-		byName: make(map[string]int32),
+		embed:   e,
+		local:   local,
+		an:      defaultAnalyzer(),
+		opts:    o,
+		vec:     vs,
+		learned: map[string][]string{},
+		text:    newLexIndex(o.fieldWeights),
+		byName:  make(map[string]int32),
 	}, nil
 }
 
@@ -174,21 +206,31 @@ func (ix *Index) Len() int {
 }
 
 // embedText is what an external embedder sees of a card: capabilities and
-// tags are repeated because they name the skill most directly.
-func embedText(d Doc) string {
+// tags are repeated because they name the skill most directly; the tasks the
+// agent concluded follow.
+func embedText(d Doc, learned []string) string {
 	caps, tags := strings.Join(d.Capabilities, ". "), strings.Join(d.Tags, ". ")
-	return strings.Join([]string{nameText(d.Name), d.Description, caps, tags, caps, tags}, ". ")
+	parts := []string{nameText(d.Name), d.Description, caps, tags, caps, tags}
+	return strings.Join(append(parts, learned...), ". ")
 }
 
 // embedFieldWeights are the weights of the card fields in the local
 // embedding, as embedText weights them for an external embedder.
-var embedFieldWeights = [numFields]float32{fieldName: 1, fieldDesc: 1, fieldCaps: 2, fieldTags: 2}
+var embedFieldWeights = [numFields]float32{fieldName: 1, fieldDesc: 1, fieldCaps: 2, fieldTags: 2, fieldLearned: learnedDenseWeight}
 
 // docVector embeds a card: the local embedder works from the analysed
 // fields, so each card is analysed once.
-func (ix *Index) docVector(ctx context.Context, d Doc, fields *[numFields][]term) ([]float32, error) {
+func (ix *Index) docVector(ctx context.Context, d Doc, learned []string, fields *[numFields][]term, hash string) ([]float32, error) {
 	if !ix.local {
-		return ix.embed(ctx, embedText(d))
+		if hash != "" {
+			ix.mu.RLock()
+			v := ix.vec.cached(d.Name, hash)
+			ix.mu.RUnlock()
+			if v != nil {
+				return v, nil
+			}
+		}
+		return ix.embed(ctx, embedText(d, learned))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -212,12 +254,20 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 	if strings.TrimSpace(d.Name) == "" {
 		return ErrInvalidDoc
 	}
+	ix.mu.RLock()
+	learned := ix.learned[d.Name]
+	ix.mu.RUnlock()
 	var fields [numFields][]term
 	fields[fieldName] = ix.an.analyze(nameText(d.Name))
 	fields[fieldDesc] = ix.an.analyze(d.Description)
+	fields[fieldLearned] = ix.an.analyze(strings.Join(learned, " . "))
 	fields[fieldCaps] = ix.an.analyze(strings.Join(d.Capabilities, " . "))
 	fields[fieldTags] = ix.an.analyze(strings.Join(d.Tags, " . "))
-	vec, err := ix.docVector(ctx, d, &fields)
+	var hash string
+	if ix.opts.persistDir != "" && !ix.local {
+		hash = textHash(ix.opts.embedderID, embedText(d, learned))
+	}
+	vec, err := ix.docVector(ctx, d, learned, &fields, hash)
 	if err != nil {
 		return embedErr(err)
 	}
@@ -231,32 +281,39 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if ix.dense.dim == 0 {
-		ix.dense.dim = len(vec)
-	} else if len(vec) != ix.dense.dim {
-		return fmt.Errorf("search: upsert %q: %w: %d dimensions, the index has %d", d.Name, ErrDimension, len(vec), ix.dense.dim)
+	if !slices.Equal(learned, ix.learned[d.Name]) {
+		// SetOutcomes ran meanwhile and upserts the card again.
+		return nil
+	}
+	if ix.vec.dim == 0 {
+		ix.vec.dim = len(vec)
+	} else if len(vec) != ix.vec.dim {
+		return fmt.Errorf("search: upsert %q: %w: %d dimensions, the index has %d", d.Name, ErrDimension, len(vec), ix.vec.dim)
 	}
 	id, ok := ix.byName[d.Name]
-	fresh := !ok
+	var old *shard
 	if ok {
-		ix.text.remove(id)
+		old = ix.slots[id].sh
 	} else if n := len(ix.free); n > 0 {
 		id, ix.free = ix.free[n-1], ix.free[:n-1]
 	} else {
 		id = int32(len(ix.slots))
 		ix.slots = append(ix.slots, slot{})
 	}
-	if ok {
-		ix.dense.drop(ix.dense.row(id))
-	}
-	row := ix.dense.set(id, vec)
-	ix.dense.use(row)
-	if err := ix.coll.AddDocument(ctx, chromem.Document{ID: d.Name, Embedding: row}); err != nil {
-		if fresh {
-			ix.dense.drop(row)
+	nshards := len(ix.vec.shards)
+	sh, err := ix.vec.put(ctx, id, d.Name, vec, docMeta(d, hash), old)
+	if err != nil {
+		if ok {
+			// The old vector may be gone: drop the card rather than keep
+			// it half indexed.
+			ix.deleteLocked(ctx, id)
+		} else {
 			ix.free = append(ix.free, id)
 		}
-		return fmt.Errorf("search: upsert %q: %w", d.Name, err)
+		return err
+	}
+	if ok {
+		ix.text.remove(id)
 	}
 	ix.byName[d.Name] = id
 	ix.text.add(id, &fields)
@@ -264,7 +321,17 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 	for i, s := range wstems {
 		wterm[i] = ix.text.terms[s]
 	}
-	ix.slots[id] = slot{name: d.Name, words: words, widf: widf, wterm: wterm}
+	tags := make([]string, len(d.Tags))
+	for i, t := range d.Tags {
+		tags[i] = strings.ToLower(t)
+	}
+	ix.slots[id] = slot{name: d.Name, doc: d, typ: d.Type, tags: tags, vec: vec, sh: sh, words: words, widf: widf, wterm: wterm}
+	// A split moves cards to the shard it creates, the last one.
+	for _, nsh := range ix.vec.shards[nshards:] {
+		for id := range nsh.live {
+			ix.slots[id].sh = nsh
+		}
+	}
 	return nil
 }
 
@@ -276,15 +343,42 @@ func (ix *Index) Delete(ctx context.Context, name string) error {
 	if !ok {
 		return ErrNotFound
 	}
-	if err := ix.coll.Delete(ctx, nil, nil, name); err != nil {
-		return fmt.Errorf("search: delete %q: %w", name, err)
+	return ix.deleteLocked(ctx, id)
+}
+
+func (ix *Index) deleteLocked(ctx context.Context, id int32) error {
+	s := ix.slots[id]
+	var err error
+	if s.sh != nil {
+		if _, live := s.sh.live[id]; live {
+			err = ix.vec.remove(ctx, id, s.sh)
+		}
 	}
-	ix.text.remove(id)
-	ix.dense.drop(ix.dense.row(id))
+	if _, ok := ix.byName[s.name]; ok {
+		ix.text.remove(id)
+	}
 	ix.slots[id] = slot{}
 	ix.free = append(ix.free, id)
-	delete(ix.byName, name)
-	return nil
+	delete(ix.byName, s.name)
+	return err
+}
+
+// Prune deletes from disk the vectors of cards that no Upsert has claimed
+// since the index was opened (cards removed while it was down). Call it once
+// the index has been given every current card.
+func (ix *Index) Prune(ctx context.Context) error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	var errs []error
+	for name, d := range ix.vec.disk {
+		if err := d.sh.coll.Delete(ctx, nil, nil, name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		d.sh.stale--
+		delete(ix.vec.disk, name)
+	}
+	return errors.Join(errs...)
 }
 
 func isZero(v []float32) bool {
@@ -357,9 +451,22 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 	}
 	// Keep may be slow (it takes the registry's lock); ask it once per slot.
 	kept := make(map[int32]bool)
+	var tags []string
+	for _, t := range q.Tags {
+		if t = strings.TrimSpace(t); t != "" {
+			tags = append(tags, t)
+		}
+	}
+	q.Tags = tags
 	keep := func(id int32) bool {
-		if ix.slots[id].name == "" {
+		s := &ix.slots[id]
+		if s.name == "" || (q.Type != "" && s.typ != q.Type) {
 			return false
+		}
+		for _, t := range q.Tags {
+			if !slices.Contains(s.tags, strings.ToLower(t)) {
+				return false
+			}
 		}
 		if q.Keep == nil {
 			return true
@@ -377,7 +484,7 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 	bufs := ix.getBufs()
 	defer ix.bufs.Put(bufs)
 	for _, p := range preps {
-		cands, err := ix.searchOne(p, limit, keep, bufs)
+		cands, err := ix.searchOne(ctx, p, limit, where(q.Type, q.Tags), keep, bufs)
 		if err != nil {
 			return nil, err
 		}
@@ -413,7 +520,7 @@ type cand struct {
 
 // searchOne gathers the candidates for one query text, the nearest vectors
 // and the best lexical matches, and fuses their signals into a score in [0,1].
-func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *searchBufs) (map[int32]signals, error) {
+func (ix *Index) searchOne(ctx context.Context, p prepared, limit int, wh map[string]string, keep func(int32) bool, bufs *searchBufs) (map[int32]signals, error) {
 	wd := ix.opts.denseWeight
 	n := len(ix.slots)
 	want := max(4*limit, minPool)
@@ -446,27 +553,32 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 		}
 	}
 	denseOn := wd > 0 && !isZero(p.vec)
-	var sims, mean, centred []float32
+	var mean, centred []float32
 	if denseOn {
-		if len(p.vec) != ix.dense.dim {
-			return nil, fmt.Errorf("search: query: %w: %d dimensions, the index has %d", ErrDimension, len(p.vec), ix.dense.dim)
+		if len(p.vec) != ix.vec.dim {
+			return nil, fmt.Errorf("search: query: %w: %d dimensions, the index has %d", ErrDimension, len(p.vec), ix.vec.dim)
 		}
-		sims = bufs.sims[:n]
 		// Centring: with the mean card subtracted from the query, a card
 		// that is merely close to every card (a hub) no longer comes first
 		// for tasks it does not fit.
-		mean = ix.dense.mean()
+		mean = ix.vec.mean()
 		centred = slices.Clone(p.vec)
 		axpy(centred, -1, mean)
-		ix.dense.similarities(centred, sims)
-		denseTop := newTopK(want)
-		for id, s := range sims {
-			if s := float64(s); denseTop.admits(s) && keep(int32(id)) {
-				denseTop.push(int32(id), s)
+		if !isZero(centred) {
+			// chromem-go ranks by the dot product with the centred query;
+			// Keep (online, not excluded) is applied to its answer, so it
+			// is asked for a margin more.
+			near, err := ix.vec.nearestCards(ctx, centred, 2*want, wh, ix.byName)
+			if err != nil {
+				return nil, err
 			}
-		}
-		for _, c := range denseTop.sorted() {
-			addCand(c.id)
+			k := 0
+			for _, c := range near {
+				if k < want && keep(c.id) {
+					addCand(c.id)
+					k++
+				}
+			}
 		}
 	}
 	for _, c := range lexTop.sorted() {
@@ -482,8 +594,9 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 	for i, id := range ids {
 		cs[i] = cand{id: id, lex: acc[id]}
 		if denseOn {
-			cs[i].scale = centredScale(ix.dense.row(id), mean)
-			cs[i].dense = float64(sims[id]) * cs[i].scale
+			row := ix.slots[id].vec
+			cs[i].scale = centredScale(row, mean)
+			cs[i].dense = float64(dot32(centred, row)) * cs[i].scale
 		}
 	}
 	ix.addSoft(cs, p.soft, p.oov, denseOn)
@@ -498,12 +611,12 @@ func (ix *Index) searchOne(p prepared, limit int, keep func(int32) bool, bufs *s
 		// mean card, scored by cosine with the centred cards.
 		q := slices.Clone(centred)
 		for _, c := range order[:prfDocs] {
-			axpy(q, float32(prfAlpha/float64(prfDocs)), ix.dense.row(c.id))
+			axpy(q, float32(prfAlpha/float64(prfDocs)), ix.slots[c.id].vec)
 		}
 		axpy(q, -float32(prfAlpha), mean)
 		qm := float64(dot32(q, mean))
 		for i := range cs {
-			cs[i].dense = (float64(dot32(q, ix.dense.row(cs[i].id))) - qm) * cs[i].scale
+			cs[i].dense = (float64(dot32(q, ix.slots[cs[i].id].vec)) - qm) * cs[i].scale
 		}
 		fused = ix.fuse(cs, denseOn)
 	}
@@ -617,7 +730,6 @@ func (ix *Index) getBufs() *searchBufs {
 	}
 	if len(b.acc) < n {
 		b.acc = make([]float64, n+n/4)
-		b.sims = make([]float32, n+n/4)
 	}
 	return b
 }

@@ -11,6 +11,7 @@ const (
 	fieldDesc
 	fieldCaps
 	fieldTags
+	fieldLearned // the tasks the agent concluded (SetOutcomes)
 	numFields
 )
 
