@@ -64,6 +64,7 @@ Figures depend on the machine; quote medians of several runs.`,
 	f.Bool("secure", false, "run with credentials required and every agent on its own identity (compare with a run without)")
 	f.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = f.MarkHidden("cpuprofile")
+	addScaleFlags(f)
 	return cmd
 }
 
@@ -87,6 +88,9 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	idle, _ := f.GetInt("idle-agents")
 	chats, _ := f.GetInt("open-chats")
 	progress := cmd.ErrOrStderr()
+	if scale, _ := f.GetBool("scale"); scale {
+		return runScale(cmd)
+	}
 	if path, _ := f.GetString("cpuprofile"); path != "" {
 		pf, err := os.Create(path)
 		if err != nil {
@@ -265,7 +269,7 @@ const benchLauncher = "coordinator"
 
 var benchOrchestrator = orchestrator.Config{
 	MaxTurns: 1 << 30, SpeakerTimeout: 10 * time.Minute, GoalTimeout: 10 * time.Minute,
-	MaxChatMessages: 1 << 30, AgentRate: 1e9, AgentBurst: 1 << 30,
+	MaxChatMessages: 1 << 30, AgentRate: 1e9, AgentBurst: 1 << 30, MaxTeamSize: 64,
 }
 
 // addInstance starts one more orchestrator instance on the bench's bus and
@@ -349,7 +353,7 @@ func startBenchEnv(ctx context.Context, dir string, secure bool) (*benchEnv, err
 			return nil, err
 		}
 	}
-	if e.reg, err = registry.New(b, registry.Config{HeartbeatTTL: 10 * time.Minute}); err == nil {
+	if e.reg, err = registry.New(b, registry.Config{HeartbeatTTL: 10 * time.Minute, MaxAgentsPerConn: 1 << 20}); err == nil {
 		err = e.reg.Start(ctx)
 	}
 	if err != nil {
@@ -693,11 +697,17 @@ func heap() float64 {
 
 // memoryPerAgent starts n idle agents and divides the heap they add.
 func (e *benchEnv) memoryPerAgent(ctx context.Context, n int) (float64, error) {
+	return e.memoryPerAgentWith(ctx, n, "idle", nil)
+}
+
+// memoryPerAgentWith names the agents prefix-<i> and calls during, if not
+// nil, once the heap is measured while the agents still run.
+func (e *benchEnv) memoryPerAgentWith(ctx context.Context, n int, prefix string, during func()) (float64, error) {
 	before := heap()
 	agents := make([]agentkit.Agent, n)
 	for i := range agents {
 		agents[i] = agentkit.Agent{
-			Card:   protocol.AgentCard{Name: fmt.Sprintf("idle-%d", i), Description: "An idle agent that waits for work number " + strconv.Itoa(i)},
+			Card:   protocol.AgentCard{Name: fmt.Sprintf("%s-%d", prefix, i), Description: "An idle agent that waits for work number " + strconv.Itoa(i)},
 			Worker: agentkit.WorkerFunc(func(context.Context, agentkit.Task) (agentkit.Result, error) { return agentkit.Result{}, nil }),
 			Policy: rules.New(rules.Config{}),
 		}
@@ -716,11 +726,15 @@ func (e *benchEnv) memoryPerAgent(ctx context.Context, n int) (float64, error) {
 	go func() { done <- rt.Run(rctx) }()
 	defer func() { cancel(); <-done }()
 	for i := range n {
-		if err := waitOnline(ctx, e.b, fmt.Sprintf("idle-%d", i)); err != nil {
+		if err := waitOnline(ctx, e.b, fmt.Sprintf("%s-%d", prefix, i)); err != nil {
 			return 0, err
 		}
 	}
-	return (heap() - before) / float64(n), nil
+	per := (heap() - before) / float64(n)
+	if during != nil {
+		during()
+	}
+	return per, nil
 }
 
 // memoryPerChat opens n chats with a silent launcher and divides the heap
