@@ -88,9 +88,6 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	idle, _ := f.GetInt("idle-agents")
 	chats, _ := f.GetInt("open-chats")
 	progress := cmd.ErrOrStderr()
-	if scale, _ := f.GetBool("scale"); scale {
-		return runScale(cmd)
-	}
 	if path, _ := f.GetString("cpuprofile"); path != "" {
 		pf, err := os.Create(path)
 		if err != nil {
@@ -101,6 +98,9 @@ func runBench(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if scale, _ := f.GetBool("scale"); scale {
+		return runScale(cmd)
 	}
 
 	tmp, err := os.MkdirTemp("", "ioa-bench-")

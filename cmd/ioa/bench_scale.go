@@ -201,6 +201,7 @@ func parseSizes(flag, v string) ([]int, error) {
 type scaleOpts struct {
 	chats, teams, lengths, agents, registry []int
 	turns, runs                             int
+	idle                                    time.Duration // idle CPU is measured over this long at each point
 }
 
 func runScale(cmd *cobra.Command) error {
@@ -219,6 +220,7 @@ func runScale(cmd *cobra.Command) error {
 	o.turns, _ = f.GetInt("scale-turns")
 	o.runs, _ = f.GetInt("runs")
 	o.turns, o.runs = max(o.turns, 1), max(o.runs, 1)
+	o.idle = time.Second
 	curves, err := measureScale(cmd.Context(), o, cmd.ErrOrStderr())
 	if err != nil {
 		return err
@@ -384,8 +386,9 @@ func turnCols() []scaleCol {
 func (e *benchEnv) curveChats(ctx context.Context, o scaleOpts, progress io.Writer) (*curve, error) {
 	c := &curve{name: "open-chats", title: "chat turn vs open chats", xname: "open chats",
 		setup: fmt.Sprintf("one 4-member wire chat speaking (%d turns a run) while the others stay open and idle (launcher on the wire, one agentkit member)", o.turns),
-		cols:  append(turnCols(), colNum("heap per open chat", "KiB", 1), colNum("idle CPU", "ms/s", 1)),
-		xs:    o.chats, judged: []int{0, 2, 3}}
+		cols: append(turnCols(), colNum("heap per open chat", "KiB", 1), colNum("idle CPU", "ms/s", 1),
+			colNum("chats opened", "/s", 0)),
+		xs: o.chats, judged: []int{0, 2, 3, 4}}
 	a, err := e.openActive(ctx, "oc", 4)
 	if err != nil {
 		return nil, err
@@ -407,7 +410,9 @@ func (e *benchEnv) curveChats(ctx context.Context, o scaleOpts, progress io.Writ
 		if err := e.openIdleChats(ctx, "oc-idle", n-open); err != nil {
 			return nil, fmt.Errorf("bench: opening chat %d of %d: %w", open, n, err)
 		}
-		fmt.Fprintf(progress, "bench: scale: %d chats opened in %s\n", n-open, time.Since(t0).Round(time.Millisecond))
+		took := time.Since(t0)
+		fmt.Fprintf(progress, "bench: scale: %d chats opened in %s\n", n-open, took.Round(time.Millisecond))
+		rate := float64(n-open) / took.Seconds()
 		open = n
 		perChat := (heap() - base) / float64(n) / 1024
 		var runs [][]float64
@@ -416,7 +421,7 @@ func (e *benchEnv) curveChats(ctx context.Context, o scaleOpts, progress io.Writ
 			if err != nil {
 				return nil, err
 			}
-			runs = append(runs, append(r, perChat, idleCPU(time.Second/time.Duration(o.runs))))
+			runs = append(runs, append(r, perChat, idleCPU(o.idle/time.Duration(o.runs)), rate))
 		}
 		c.rows = append(c.rows, medianRow(runs))
 	}
@@ -488,7 +493,7 @@ func (e *benchEnv) curveTeams(ctx context.Context, o scaleOpts, progress io.Writ
 // curveLength: turns and a history read of the last page as one chat
 // grows.
 func (e *benchEnv) curveLength(ctx context.Context, o scaleOpts, progress io.Writer) (*curve, error) {
-	const page = 20
+	const page uint64 = 20
 	turns := max(o.turns/4, 10)
 	c := &curve{name: "chat-length", title: "chat turn and history read vs chat length", xname: "messages",
 		setup: fmt.Sprintf("one 2-member wire chat grown to each length; %d turns a run (the chat grows by them), then %d reads of the last %d messages", turns, turns, page),
@@ -521,14 +526,15 @@ func (e *benchEnv) curveLength(ctx context.Context, o scaleOpts, progress io.Wri
 				return nil, err
 			}
 			seq = lastSeq()
+			page := min(page, seq)
 			var reads []time.Duration
 			for range turns {
 				t0 := time.Now()
 				var h protocol.HistoryReply
-				if err := bus.Request(ctx, reader.nc, history, protocol.HistoryRequest{AfterSeq: seq - page, Limit: page}, &h); err != nil {
+				if err := bus.Request(ctx, reader.nc, history, protocol.HistoryRequest{AfterSeq: seq - page, Limit: int(page)}, &h); err != nil {
 					return nil, err
 				}
-				if len(h.Messages) != page {
+				if uint64(len(h.Messages)) != page {
 					return nil, fmt.Errorf("bench: history after %d gave %d messages, not %d", seq-page, len(h.Messages), page)
 				}
 				reads = append(reads, time.Since(t0))
@@ -549,7 +555,7 @@ func (e *benchEnv) curveAgents(ctx context.Context, o scaleOpts, progress io.Wri
 	for i, n := range o.agents {
 		fmt.Fprintf(progress, "bench: scale: %d idle agents ...\n", n)
 		var cpu float64
-		per, err := e.memoryPerAgentWith(ctx, n, "ia"+strconv.Itoa(i), func() { cpu = idleCPU(time.Second) })
+		per, err := e.memoryPerAgentWith(ctx, n, "ia"+strconv.Itoa(i), func() { cpu = idleCPU(o.idle) })
 		if err != nil {
 			return nil, err
 		}
@@ -561,7 +567,7 @@ func (e *benchEnv) curveAgents(ctx context.Context, o scaleOpts, progress io.Wri
 // curveRegistry: registration throughput to n cards, then heartbeats of
 // random agents among n online.
 func (e *benchEnv) curveRegistry(ctx context.Context, o scaleOpts, progress io.Writer) (*curve, error) {
-	beats := 2000
+	beats := 10 * o.turns
 	c := &curve{name: "registry", title: "registry vs agents online", xname: "agents online",
 		setup: fmt.Sprintf("cards registered over the wire by 8 clients at once; then %d heartbeats a run, one at a time, of random agents; CPU is the whole process's", beats),
 		cols: []scaleCol{colNum("registrations", "cards/s", 0), colDur("heartbeat p50"), colDur("heartbeat p99"),
@@ -634,7 +640,7 @@ func (e *benchEnv) curveRegistry(ctx context.Context, o scaleOpts, progress io.W
 			}
 			cpu := processCPU() - cpu0
 			l := summarise(out)
-			runs = append(runs, []float64{perSec, us(l.p50), us(l.p99), us(cpu) / float64(beats), idleCPU(time.Second / time.Duration(o.runs))})
+			runs = append(runs, []float64{perSec, us(l.p50), us(l.p99), us(cpu) / float64(beats), idleCPU(o.idle / time.Duration(o.runs))})
 		}
 		c.rows = append(c.rows, medianRow(runs))
 	}
