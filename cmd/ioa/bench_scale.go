@@ -52,33 +52,51 @@ type curve struct {
 }
 
 type scaleCol struct {
-	name string
-	unit string // "µs", "ms", "KiB", "/s"
-	fmt  func(float64) string
+	name         string
+	unit         string // "µs", "ms", "KiB", "/s"
+	fmt          func(float64) string
+	higherBetter bool // a rate: its cost is 1/value
 }
 
 func colDur(name string) scaleCol {
-	return scaleCol{name, "µs", func(v float64) string { return fmtDur(time.Duration(v * float64(time.Microsecond))) }}
+	return scaleCol{name: name, unit: "µs", fmt: func(v float64) string { return fmtDur(time.Duration(v * float64(time.Microsecond))) }}
 }
 
 func colNum(name, unit string, prec int) scaleCol {
-	return scaleCol{name, unit, func(v float64) string { return strconv.FormatFloat(v, 'f', prec, 64) + " " + unit }}
+	return scaleCol{name: name, unit: unit, fmt: func(v float64) string { return strconv.FormatFloat(v, 'f', prec, 64) + " " + unit }}
 }
 
-// growth says how y grows from the first size to the last, against how
-// the size grows: flat, sublinear, linear or worse than linear (the
-// exponent k of y ~ x^k).
-func growth(xs []int, ys []float64) string {
-	if len(xs) < 2 || ys[0] <= 0 || xs[0] <= 0 {
+func colRate(name, unit string) scaleCol {
+	c := colNum(name, unit, 0)
+	c.higherBetter = true
+	return c
+}
+
+// growth says how y grows with the size: flat, sublinear, linear or worse
+// than linear, from the exponent k of y ~ x^k on the steepest step between
+// two sizes (a step that grows by at most 1.5x counts as flat, which
+// absorbs the noise), with the ratio of the last value to the first.
+// When lower is better (a rate), the cost 1/y is judged.
+func growth(xs []int, ys []float64, higherBetter bool) string {
+	if len(xs) < 2 || slices.Min(xs) <= 0 || slices.Min(ys) <= 0 {
 		return "n/a"
 	}
-	last := len(xs) - 1
-	r := ys[last] / ys[0]
-	s := float64(xs[last]) / float64(xs[0])
-	k := math.Log(r) / math.Log(s)
+	cost := func(i int) float64 {
+		if higherBetter {
+			return 1 / ys[i]
+		}
+		return ys[i]
+	}
+	k := 0.0
+	for i := 1; i < len(xs); i++ {
+		r, s := cost(i)/cost(i-1), float64(xs[i])/float64(xs[i-1])
+		if r > 1.5 && s > 1 {
+			k = max(k, math.Log(r)/math.Log(s))
+		}
+	}
 	var word string
 	switch {
-	case r <= 1.5 || k < 0.1:
+	case k < 0.1:
 		word = "flat"
 	case k < 0.7:
 		word = "sublinear"
@@ -87,7 +105,8 @@ func growth(xs []int, ys []float64) string {
 	default:
 		word = "worse than linear"
 	}
-	return fmt.Sprintf("%s (%.2fx for %gx the size)", word, r, s)
+	last := len(xs) - 1
+	return fmt.Sprintf("%s (%.2fx for %gx the size)", word, ys[last]/ys[0], float64(xs[last])/float64(xs[0]))
 }
 
 func (c *curve) verdict() string {
@@ -97,7 +116,7 @@ func (c *curve) verdict() string {
 		for i, r := range c.rows {
 			ys[i] = r[j]
 		}
-		parts = append(parts, c.cols[j].name+" "+growth(c.xs, ys))
+		parts = append(parts, c.cols[j].name+" "+growth(c.xs, ys, c.cols[j].higherBetter))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -387,8 +406,8 @@ func (e *benchEnv) curveChats(ctx context.Context, o scaleOpts, progress io.Writ
 	c := &curve{name: "open-chats", title: "chat turn vs open chats", xname: "open chats",
 		setup: fmt.Sprintf("one 4-member wire chat speaking (%d turns a run) while the others stay open and idle (launcher on the wire, one agentkit member)", o.turns),
 		cols: append(turnCols(), colNum("heap per open chat", "KiB", 1), colNum("idle CPU", "ms/s", 1),
-			colNum("chats opened", "/s", 0)),
-		xs: o.chats, judged: []int{0, 2, 3, 4}}
+			colRate("chats opened", "/s")),
+		xs: o.chats, judged: []int{0, 2, 3, 4, 5}}
 	a, err := e.openActive(ctx, "oc", 4)
 	if err != nil {
 		return nil, err
@@ -570,9 +589,9 @@ func (e *benchEnv) curveRegistry(ctx context.Context, o scaleOpts, progress io.W
 	beats := 10 * o.turns
 	c := &curve{name: "registry", title: "registry vs agents online", xname: "agents online",
 		setup: fmt.Sprintf("cards registered over the wire by 8 clients at once; then %d heartbeats a run, one at a time, of random agents; CPU is the whole process's", beats),
-		cols: []scaleCol{colNum("registrations", "cards/s", 0), colDur("heartbeat p50"), colDur("heartbeat p99"),
+		cols: []scaleCol{colRate("registrations", "cards/s"), colDur("heartbeat p50"), colDur("heartbeat p99"),
 			colDur("CPU per heartbeat"), colNum("idle CPU", "ms/s", 1)},
-		xs: o.registry, judged: []int{1, 3, 4}}
+		xs: o.registry, judged: []int{0, 1, 3, 4}}
 	s := e.b.Subjects()
 	rng := rand.New(rand.NewPCG(3, 4))
 	phrase := func(r *rand.Rand, k int) string {

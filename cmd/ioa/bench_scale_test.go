@@ -69,9 +69,13 @@ func TestGrowth(t *testing.T) {
 		{[]float64{100, 300, 1000}, "sublinear"},
 		{[]float64{100, 1000, 10000}, "linear"},
 		{[]float64{100, 10000, 1000000}, "worse than linear"},
+		{[]float64{100, 110, 1100}, "linear"}, // the steepest step counts
 	} {
-		if got := growth([]int{10, 100, 1000}, c.ys); !strings.HasPrefix(got, c.want) {
+		if got := growth([]int{10, 100, 1000}, c.ys, false); !strings.HasPrefix(got, c.want) {
 			t.Errorf("growth(%v) = %q, want %s", c.ys, got, c.want)
 		}
+	}
+	if got := growth([]int{10, 100}, []float64{1000, 100}, true); !strings.HasPrefix(got, "linear") {
+		t.Errorf("a rate falling 10x for 10x the size: %q, want linear", got)
 	}
 }
