@@ -74,8 +74,8 @@ func colRate(name, unit string) scaleCol {
 
 // growth says how y grows with the size: flat, sublinear, linear or worse
 // than linear, from the exponent k of y ~ x^k on the steepest step between
-// two sizes (a step that grows by at most 1.5x counts as flat, which
-// absorbs the noise), with the ratio of the last value to the first.
+// two sizes (a step that at most doubles counts as flat, which absorbs the
+// noise of a shared machine), with the ratio of the last value to the first.
 // When lower is better (a rate), the cost 1/y is judged.
 func growth(xs []int, ys []float64, higherBetter bool) string {
 	if len(xs) < 2 || slices.Min(xs) <= 0 || slices.Min(ys) <= 0 {
@@ -90,7 +90,7 @@ func growth(xs []int, ys []float64, higherBetter bool) string {
 	k := 0.0
 	for i := 1; i < len(xs); i++ {
 		r, s := cost(i)/cost(i-1), float64(xs[i])/float64(xs[i-1])
-		if r > 1.5 && s > 1 {
+		if r > 2 && s > 1 {
 			k = max(k, math.Log(r)/math.Log(s))
 		}
 	}
@@ -406,8 +406,8 @@ func (e *benchEnv) curveChats(ctx context.Context, o scaleOpts, progress io.Writ
 	c := &curve{name: "open-chats", title: "chat turn vs open chats", xname: "open chats",
 		setup: fmt.Sprintf("one 4-member wire chat speaking (%d turns a run) while the others stay open and idle (launcher on the wire, one agentkit member)", o.turns),
 		cols: append(turnCols(), colNum("heap per open chat", "KiB", 1), colNum("idle CPU", "ms/s", 1),
-			colRate("chats opened", "/s")),
-		xs: o.chats, judged: []int{0, 2, 3, 4, 5}}
+			colRate("chats opened", "/s"), colDur("CPU per chat opened")),
+		xs: o.chats, judged: []int{0, 2, 3, 4, 6}}
 	a, err := e.openActive(ctx, "oc", 4)
 	if err != nil {
 		return nil, err
@@ -425,13 +425,14 @@ func (e *benchEnv) curveChats(ctx context.Context, o scaleOpts, progress io.Writ
 	open := 0
 	for _, n := range o.chats {
 		fmt.Fprintf(progress, "bench: scale: opening chats up to %d ...\n", n)
-		t0 := time.Now()
+		t0, cpu0 := time.Now(), processCPU()
 		if err := e.openIdleChats(ctx, "oc-idle", n-open); err != nil {
 			return nil, fmt.Errorf("bench: opening chat %d of %d: %w", open, n, err)
 		}
 		took := time.Since(t0)
 		fmt.Fprintf(progress, "bench: scale: %d chats opened in %s\n", n-open, took.Round(time.Millisecond))
 		rate := float64(n-open) / took.Seconds()
+		cpuOpen := us(processCPU()-cpu0) / float64(n-open)
 		open = n
 		perChat := (heap() - base) / float64(n) / 1024
 		var runs [][]float64
@@ -440,7 +441,7 @@ func (e *benchEnv) curveChats(ctx context.Context, o scaleOpts, progress io.Writ
 			if err != nil {
 				return nil, err
 			}
-			runs = append(runs, append(r, perChat, idleCPU(o.idle/time.Duration(o.runs)), rate))
+			runs = append(runs, append(r, perChat, idleCPU(o.idle/time.Duration(o.runs)), rate, cpuOpen))
 		}
 		c.rows = append(c.rows, medianRow(runs))
 	}
