@@ -44,9 +44,16 @@ and measures, each beside its reference from the same run:
   registry search        p50/p99 of the search index at each size
   memory                 heap per idle agent and per open chat
 
+With --scale it measures scaling curves instead, one table per curve with a
+verdict computed from the numbers (flat, sublinear, linear or worse): turn
+latency and CPU against open chats, team size and chat length, history reads,
+memory per open chat and per idle agent, registry heartbeats and registration
+against agents online (--out DIR also writes an SVG per curve).
+
 Figures depend on the machine; quote medians of several runs.`,
 		Example: `  ioa bench
   ioa bench --goals 2000 --concurrency 50 --search-sizes 10000,100000
+  ioa bench --scale --out scale/
   make bench`,
 		Args: cobra.NoArgs,
 		RunE: runBench,
