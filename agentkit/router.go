@@ -21,6 +21,7 @@ type router struct {
 	chats   map[string]*chatLoop
 	ended   map[string]struct{}
 	order   []string // ended, oldest first
+	pruneAt int      // prune when chats reaches this many
 }
 
 func newRouter(a *agentState) *router {
@@ -118,7 +119,14 @@ func (rt *router) loop(ctx context.Context, comm string) *chatLoop {
 			return l
 		}
 	}
-	rt.prune()
+	// Walking every chat on each new one made opening n chats O(n²); walking
+	// once the map has doubled keeps it O(1) per chat, amortised. A loop
+	// that ended meanwhile stays in the map until then, and is still found
+	// done above when its chat hears from it again.
+	if len(rt.chats) >= rt.pruneAt {
+		rt.prune()
+		rt.pruneAt = max(2*len(rt.chats), 64)
+	}
 	l := newChatLoop(rt.a, comm)
 	rt.chats[comm] = l
 	rt.a.rt.wg.Go(func() { l.run(ctx) })

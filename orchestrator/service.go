@@ -571,12 +571,15 @@ func (s *Service) drainShards(ctx context.Context) {
 }
 
 // shardOf is the shard that owns key (a comm or goal id).
-func (s *Service) shardOf(key string) chan func() {
+func (s *Service) shardOf(key string) chan func() { return s.shards[shardIndex(key)] }
+
+// shardIndex is the number of the shard that owns key.
+func shardIndex(key string) int {
 	var h uint32 = 2166136261
 	for i := 0; i < len(key); i++ {
 		h = (h ^ uint32(key[i])) * 16777619
 	}
-	return s.shards[h%numShards]
+	return int(h % numShards)
 }
 
 // tryShard queues job on the shard that owns key unless that shard's queue

@@ -34,8 +34,26 @@ func (s *Service) sweep(ctx context.Context) {
 			}
 		}
 		s.mu.Unlock()
+		// One job per shard, not per chat: with thousands of open chats,
+		// a job per chat filled the shards' queues on every tick, and the
+		// members' messages that came meanwhile were refused (503).
+		batches := make([][]string, numShards)
 		for _, comm := range due {
-			s.onShard(ctx, comm, func() { s.checkChat(ctx, comm) })
+			i := shardIndex(comm)
+			batches[i] = append(batches[i], comm)
+		}
+		for i, comms := range batches {
+			if len(comms) == 0 {
+				continue
+			}
+			select {
+			case s.shards[i] <- func() {
+				for _, comm := range comms {
+					s.checkChat(ctx, comm)
+				}
+			}:
+			case <-ctx.Done():
+			}
 		}
 		s.retryEnds(ctx)
 	}

@@ -44,9 +44,16 @@ and measures, each beside its reference from the same run:
   registry search        p50/p99 of the search index at each size
   memory                 heap per idle agent and per open chat
 
+With --scale it measures scaling curves instead, one table per curve with a
+verdict computed from the numbers (flat, sublinear, linear or worse): turn
+latency and CPU against open chats, team size and chat length, history reads,
+memory per open chat and per idle agent, registry heartbeats and registration
+against agents online (--out DIR also writes an SVG per curve).
+
 Figures depend on the machine; quote medians of several runs.`,
 		Example: `  ioa bench
   ioa bench --goals 2000 --concurrency 50 --search-sizes 10000,100000
+  ioa bench --scale --out scale/
   make bench`,
 		Args: cobra.NoArgs,
 		RunE: runBench,
@@ -64,6 +71,7 @@ Figures depend on the machine; quote medians of several runs.`,
 	f.Bool("secure", false, "run with credentials required and every agent on its own identity (compare with a run without)")
 	f.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = f.MarkHidden("cpuprofile")
+	addScaleFlags(f)
 	return cmd
 }
 
@@ -97,6 +105,9 @@ func runBench(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if scale, _ := f.GetBool("scale"); scale {
+		return runScale(cmd)
 	}
 
 	tmp, err := os.MkdirTemp("", "ioa-bench-")
@@ -270,7 +281,7 @@ const benchLauncher = "coordinator"
 
 var benchOrchestrator = orchestrator.Config{
 	MaxTurns: 1 << 30, SpeakerTimeout: 10 * time.Minute, GoalTimeout: 10 * time.Minute,
-	MaxChatMessages: 1 << 30, AgentRate: 1e9, AgentBurst: 1 << 30,
+	MaxChatMessages: 1 << 30, AgentRate: 1e9, AgentBurst: 1 << 30, MaxTeamSize: 64,
 }
 
 // addInstance starts one more orchestrator instance on the bench's bus and
@@ -354,7 +365,7 @@ func startBenchEnv(ctx context.Context, dir string, secure bool) (*benchEnv, err
 			return nil, err
 		}
 	}
-	if e.reg, err = registry.New(b, registry.Config{HeartbeatTTL: 10 * time.Minute}); err == nil {
+	if e.reg, err = registry.New(b, registry.Config{HeartbeatTTL: 10 * time.Minute, MaxAgentsPerConn: 1 << 20}); err == nil {
 		err = e.reg.Start(ctx)
 	}
 	if err != nil {
@@ -698,11 +709,17 @@ func heap() float64 {
 
 // memoryPerAgent starts n idle agents and divides the heap they add.
 func (e *benchEnv) memoryPerAgent(ctx context.Context, n int) (float64, error) {
+	return e.memoryPerAgentWith(ctx, n, "idle", nil)
+}
+
+// memoryPerAgentWith names the agents prefix-<i> and calls during, if not
+// nil, once the heap is measured while the agents still run.
+func (e *benchEnv) memoryPerAgentWith(ctx context.Context, n int, prefix string, during func()) (float64, error) {
 	before := heap()
 	agents := make([]agentkit.Agent, n)
 	for i := range agents {
 		agents[i] = agentkit.Agent{
-			Card:   protocol.AgentCard{Name: fmt.Sprintf("idle-%d", i), Description: "An idle agent that waits for work number " + strconv.Itoa(i)},
+			Card:   protocol.AgentCard{Name: fmt.Sprintf("%s-%d", prefix, i), Description: "An idle agent that waits for work number " + strconv.Itoa(i)},
 			Worker: agentkit.WorkerFunc(func(context.Context, agentkit.Task) (agentkit.Result, error) { return agentkit.Result{}, nil }),
 			Policy: rules.New(rules.Config{}),
 		}
@@ -721,11 +738,15 @@ func (e *benchEnv) memoryPerAgent(ctx context.Context, n int) (float64, error) {
 	go func() { done <- rt.Run(rctx) }()
 	defer func() { cancel(); <-done }()
 	for i := range n {
-		if err := waitOnline(ctx, e.b, fmt.Sprintf("idle-%d", i)); err != nil {
+		if err := waitOnline(ctx, e.b, fmt.Sprintf("%s-%d", prefix, i)); err != nil {
 			return 0, err
 		}
 	}
-	return (heap() - before) / float64(n), nil
+	per := (heap() - before) / float64(n)
+	if during != nil {
+		during()
+	}
+	return per, nil
 }
 
 // memoryPerChat opens n chats with a silent launcher and divides the heap
