@@ -47,8 +47,11 @@
 // tuned on, and testdata/discovery-test, which nothing was tuned on (see
 // testdata/README.md).
 //
-// Stemming is the hand-written Porter (1980) algorithm of porter.go. The
-// maintained github.com/kljensen/snowball was to replace it unless it lost
-// quality, but no version of it is among the modules this project may use
-// yet (checked 2026-12-01), so the comparison is still to be made.
+// Stemming is the English Snowball (Porter2) stemmer of the maintained
+// github.com/kljensen/snowball. It replaced a hand-written Porter (1980)
+// stemmer once measured on both worlds (`go test -v -run
+// 'TestDevSetQuality|TestTestWorldQuality' ./registry/search`): dev Top@1
+// 0.560 either way, Top@10 0.787 vs 0.785, MRR 0.631 vs 0.633; test Top@1
+// 0.620 either way, Top@10 0.850 vs 0.848, MRR 0.697 vs 0.696 (snowball
+// first): no measurable loss, one piece of code less to keep.
 package search
