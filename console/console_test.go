@@ -348,6 +348,27 @@ func next(t *testing.T, ch <-chan liveEvent, what string, ok func(liveEvent) boo
 	}
 }
 
+// nextAll waits until each condition has matched an event, in any order:
+// the live stream merges a chat's log and the goal stream, whose events
+// arrive in no fixed order between the two. It returns the matches in the
+// order of the conditions.
+func nextAll(t *testing.T, ch <-chan liveEvent, what string, oks ...func(liveEvent) bool) []liveEvent {
+	t.Helper()
+	got := make([]liveEvent, len(oks))
+	seen := make([]bool, len(oks))
+	next(t, ch, what, func(ev liveEvent) bool {
+		all := true
+		for i, ok := range oks {
+			if !seen[i] && ok(ev) {
+				got[i], seen[i] = ev, true
+			}
+			all = all && seen[i]
+		}
+		return all
+	})
+	return got
+}
+
 // A person holds a turn and a task; both wait in the chat's state (the
 // people page finds them by folding the log) until answered through the
 // console, and the live stream shows the chat reaching the conclusion.
@@ -418,7 +439,10 @@ func TestPersonAnswersTurnAndTask(t *testing.T) {
 	if code, out := e.call(t, "POST", "/api/goals/"+id+"/tasks/"+task+"/result", token, map[string]string{"conclusion": "Approved: 42 is right."}); code != 200 {
 		t.Fatalf("alice answers %s: %d %v", task, code, out)
 	}
-	end := next(t, live, "the conclusion", func(ev liveEvent) bool { return ev.name == "chat" && ev.data["ended"] == true })
+	ends := nextAll(t, live, "the conclusion and the goal's result",
+		func(ev liveEvent) bool { return ev.name == "chat" && ev.data["ended"] == true },
+		func(ev liveEvent) bool { return ev.name == "result" })
+	end := ends[0]
 	var aliceTask map[string]any
 	for _, r := range end.data["tasks"].([]any) {
 		if r := r.(map[string]any); r["task_id"] == task {
@@ -428,7 +452,7 @@ func TestPersonAnswersTurnAndTask(t *testing.T) {
 	if aliceTask == nil || aliceTask["status"] != "completed" || aliceTask["person"] != true || aliceTask["result"] != "Approved: 42 is right." {
 		t.Errorf("alice's task on the board: %v", aliceTask)
 	}
-	res := next(t, live, "the goal's result", func(ev liveEvent) bool { return ev.name == "result" }).data
+	res := ends[1].data
 	if res["status"] != "concluded" || !strings.Contains(res["conclusion"].(string), "Approved: 42 is right.") || !strings.Contains(res["conclusion"].(string), "42") {
 		t.Errorf("result: %v", res)
 	}
@@ -484,13 +508,15 @@ func TestLiveFollowsSubGoals(t *testing.T) {
 	child := next(t, live, "the sub-goal's record", func(ev liveEvent) bool {
 		return ev.name == "goal" && ev.data["parent_goal_id"] == sub.GoalID
 	}).data["goal_id"].(string)
-	next(t, live, "the sub-goal's chat ending", func(ev liveEvent) bool {
-		return ev.name == "chat" && ev.data["goal_id"] == child && ev.data["ended"] == true
-	})
-	next(t, live, "the root's result", func(ev liveEvent) bool { return ev.name == "result" && ev.data["goal_id"] == sub.GoalID })
-	root := next(t, live, "the root's record", func(ev liveEvent) bool {
-		return ev.name == "goal" && ev.data["goal_id"] == sub.GoalID && ev.data["result"] != nil
-	})
+	got := nextAll(t, live, "the sub-goal's chat ending, the root's result and record",
+		func(ev liveEvent) bool {
+			return ev.name == "chat" && ev.data["goal_id"] == child && ev.data["ended"] == true
+		},
+		func(ev liveEvent) bool { return ev.name == "result" && ev.data["goal_id"] == sub.GoalID },
+		func(ev liveEvent) bool {
+			return ev.name == "goal" && ev.data["goal_id"] == sub.GoalID && ev.data["result"] != nil
+		})
+	root := got[2]
 	if kids, _ := root.data["children"].([]any); len(kids) != 1 || kids[0] != child {
 		t.Errorf("root's children: %v, want [%s]", root.data["children"], child)
 	}
@@ -513,8 +539,12 @@ func TestUsagePerAgentAndGoal(t *testing.T) {
 	}
 	id := out["goal_id"].(string)
 	live := e.follow(t, id)
-	end := next(t, live, "the chat's end", func(ev liveEvent) bool { return ev.name == "chat" && ev.data["ended"] == true })
-	result := next(t, live, "the goal's result", func(ev liveEvent) bool { return ev.name == "result" }).data
+	// The chat's end and the goal's result come from two streams, in
+	// either order.
+	got := nextAll(t, live, "the chat's end and the goal's result",
+		func(ev liveEvent) bool { return ev.name == "chat" && ev.data["ended"] == true },
+		func(ev liveEvent) bool { return ev.name == "result" })
+	end, result := got[0], got[1].data
 	usage := end.data["usage"].(map[string]any)
 	coord, _ := usage["coordinator"].(map[string]any)
 	if coord == nil || coord["llm_calls"].(float64) < 1 || coord["prompt_tokens"].(float64) < 1 {
