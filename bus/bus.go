@@ -377,9 +377,6 @@ func (b *Bus) provisionRetry(ctx context.Context) error {
 	for {
 		pctx, cancel := context.WithTimeout(ctx, provisionAttempt)
 		err := b.provision(pctx)
-		if err == nil && b.cfg.Replicas > 1 {
-			err = b.readFromLeaders(pctx)
-		}
 		cancel()
 		if err == nil || !jetStreamNotReady(err) || time.Now().Add(pace.Pause()).After(deadline) {
 			return err
@@ -389,30 +386,6 @@ func (b *Bus) provisionRetry(ctx context.Context) error {
 			return err
 		}
 	}
-}
-
-// readFromLeaders turns direct gets off on the replicated streams and
-// buckets (see directGets) that were created with them on: a bucket is
-// created by CreateOrUpdateKeyValue, which turns them on. Provisioning an
-// existing deployment never turns them on (ensureBucket), so handles that
-// other processes hold stay valid. Handles opened after this read the
-// setting.
-func (b *Bus) readFromLeaders(ctx context.Context) error {
-	for _, name := range []string{StreamChats, StreamTasks, StreamGoals, "KV_" + BucketAgents, "KV_" + BucketGoals, "KV_" + BucketChats, "KV_" + BucketOutcomes} {
-		st, err := b.js.Stream(ctx, name)
-		if err != nil {
-			return fmt.Errorf("bus: stream %s: %w", name, err)
-		}
-		cfg := st.CachedInfo().Config
-		if !cfg.AllowDirect {
-			continue
-		}
-		cfg.AllowDirect = false
-		if _, err := b.js.UpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("bus: stream %s: direct get off: %w", name, err)
-		}
-	}
-	return nil
 }
 
 // jetStreamNotReady reports errors that a forming cluster gives before it

@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -54,33 +53,13 @@ func resultOf(g *protocol.GoalStatus, status, conclusion, reason string, sum *ch
 	}
 }
 
-// awaitApproval records a concluded chat's result as proposed when its goal
-// needs a person's approval, and reports whether it does.
-func (s *Service) awaitApproval(ctx context.Context, goalID, conclusion, reason string, sum *chatSum) (bool, error) {
-	var waits, already bool
-	st, err := s.updateGoal(ctx, goalID, func(g *protocol.GoalStatus) error {
-		if g.ApproveBy == "" || protocol.GoalEnded(g.Status) {
-			return errSkip
-		}
-		waits = true
-		if g.Status == protocol.GoalAwaitingApproval {
-			already = true
-			return errSkip
-		}
-		g.Result = resultOf(g, protocol.GoalConcluded, conclusion, reason, sum)
-		g.Status = protocol.GoalAwaitingApproval
-		return nil
-	})
-	if err != nil && !errors.Is(err, errSkip) {
-		return false, err
-	}
-	if waits && !already {
-		res := *st.Result
-		s.event(protocol.GoalEvent{GoalID: goalID, Kind: protocol.EventApprovalRequested, CommID: st.CommID, Result: &res})
-		s.log.Info("goal waits for approval", "goal", goalID, "approve_by", st.ApproveBy, "deadline", st.Deadline)
-		s.approvalDeadline(st)
-	}
-	return waits, nil
+// approvalRequested announces a goal whose team concluded and which now
+// waits for its approver (finishGoal recorded the proposed result).
+func (s *Service) approvalRequested(st protocol.GoalStatus) {
+	res := *st.Result
+	s.event(protocol.GoalEvent{GoalID: st.GoalID, Kind: protocol.EventApprovalRequested, CommID: st.CommID, Result: &res})
+	s.log.Info("goal waits for approval", "goal", st.GoalID, "approve_by", st.ApproveBy, "deadline", st.Deadline)
+	s.approvalDeadline(st)
 }
 
 // approvalDeadline times a goal awaiting approval out at its deadline. The

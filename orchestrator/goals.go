@@ -373,22 +373,38 @@ type chatSum struct {
 // goal that has already ended. It returns an error only when the goal's
 // record could not be written: the goal has not ended then.
 func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason string, sum *chatSum) error {
-	var ended bool
+	var ended, awaiting bool
 	var outcome string
 	st, err := s.updateGoal(ctx, id, func(g *protocol.GoalStatus) error {
 		if protocol.GoalEnded(g.Status) {
 			ended = true
 			return errSkip
 		}
+		// A team's conclusion (sum is its chat) waits for the goal's
+		// approver, if it names one: see approval.go.
+		if sum != nil && g.Status == protocol.GoalAwaitingApproval {
+			awaiting = true
+			return errSkip // the chat's end seen again
+		}
+		if sum != nil && status == protocol.GoalConcluded && g.ApproveBy != "" {
+			g.Result = resultOf(g, status, conclusion, reason, sum)
+			g.Status, awaiting = protocol.GoalAwaitingApproval, true
+			return nil
+		}
 		g.Result = resultOf(g, status, conclusion, reason, sum)
 		g.Status, g.Outcome, outcome = status, g.Result.Outcome, g.Result.Outcome
 		return nil
 	})
-	if ended || errors.Is(err, errSkip) {
+	switch {
+	case awaiting && err == nil:
+		s.approvalRequested(st)
+		return nil
+	case awaiting && errors.Is(err, errSkip):
+		return nil
+	case ended || errors.Is(err, errSkip):
 		s.unmarkLive(ctx, id)
 		return nil
-	}
-	if err != nil {
+	case err != nil:
 		s.log.Warn("finish goal", "goal", id, "err", err)
 		return err
 	}

@@ -478,22 +478,7 @@ func (s *Service) endGoal(ctx context.Context, comm string, rec *chatRecord) {
 	if status == protocol.GoalConcluded && c.Reason == "turn_limit" {
 		reason = "turn_limit: concluded in the launcher's last turn"
 	}
-	sum := &chatSum{Usage: rec.Usage, Turns: c.Turn, Chat: &c}
-	if status == protocol.GoalConcluded {
-		waiting, err := s.awaitApproval(ctx, c.GoalID, text, reason, sum)
-		if err != nil {
-			s.log.Warn("goal of an ended chat not recorded yet; trying again", "goal", c.GoalID, "comm", comm, "err", err)
-			if s.activeChat(comm) == nil {
-				s.setActive(comm, rec)
-			}
-			return
-		}
-		if waiting {
-			s.retire(comm, rec)
-			return
-		}
-	}
-	if err := s.finishGoal(ctx, c.GoalID, status, text, reason, sum); err != nil {
+	if err := s.finishGoal(ctx, c.GoalID, status, text, reason, &chatSum{Usage: rec.Usage, Turns: c.Turn, Chat: &c}); err != nil {
 		s.log.Warn("goal of an ended chat not recorded yet; trying again", "goal", c.GoalID, "comm", comm, "err", err)
 		if s.activeChat(comm) == nil {
 			s.setActive(comm, rec)
