@@ -54,6 +54,26 @@ func TestPingPongStopsAtMaxTurns(t *testing.T) {
 	}
 }
 
+// A launcher answering 503 for longer than the grace given to one nobody
+// answers for is asked again until the launch timeout: its team-up waits
+// on partitions whose leases move (CI saw goals fail this way when a NATS
+// node was killed).
+func TestLaunchRetriesUnavailableBeyondTheGrace(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{LaunchTimeout: 20 * time.Second})
+	ping := newWireAgent(t, w.b, card("ping", "talks"))
+	ping.team = []string{"pong"}
+	ping.speak = pingPong("pong")
+	ping.launchBusyFor = 4500 * time.Millisecond // > launcherGrace (3s)
+	pong := newWireAgent(t, w.b, card("pong", "talks back"))
+	pong.speak = pingPong("ping")
+	ping.start(t.Context())
+	pong.start(t.Context())
+	res := w.submitWait(t, protocol.GoalRequest{Goal: "chat a little", Launcher: "ping", MaxTurns: 3})
+	if res.Status != protocol.GoalConcluded {
+		t.Fatalf("result = %+v, want concluded after the launcher's 503s", res)
+	}
+}
+
 func TestSilentLauncherAtTurnLimitFailsWithReason(t *testing.T) {
 	w := newWorld(t, orchestrator.Config{SpeakerTimeout: 200 * time.Millisecond})
 	ping := newWireAgent(t, w.b, card("ping", "talks"))

@@ -258,11 +258,14 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 		// or its reply is lost when the launcher's or this connection
 		// moves to another server. Team-up is idempotent per goal.
 		lost := errors.Is(err, context.DeadlineExceeded) && lctx.Err() == nil
-		// 503 from the launcher is transient too: a replica of the
-		// coordinator that is stopping gives up the team-up it was forming;
-		// another replica takes the next attempt (team-up is idempotent).
-		retry := errors.Is(err, protocol.ErrRateLimited) || lost ||
-			((errors.Is(err, bus.ErrNoResponders) || errors.Is(err, protocol.ErrUnavailable)) && time.Since(start) < grace)
+		// 503 is transient too, and asked again until the launch timeout: a
+		// replica of the coordinator that is stopping gives up the team-up
+		// it was forming, and a team-up sent while the partitions' leases
+		// move (a NATS node lost) waits up to two lease TTLs for an owner
+		// before it answers 503, so a grace counted from the first attempt
+		// would already be spent. Team-up is idempotent per goal.
+		retry := errors.Is(err, protocol.ErrRateLimited) || errors.Is(err, protocol.ErrUnavailable) || lost ||
+			(errors.Is(err, bus.ErrNoResponders) && time.Since(start) < grace)
 		if err == nil || !retry || !pace.Wait(lctx) {
 			break
 		}

@@ -33,6 +33,11 @@ type wireAgent struct {
 	work func(t protocol.Task) string
 	// team is who the agent teams up with when it launches a goal.
 	team []string
+	// launchBusyFor makes launches answer 503 for this long after the
+	// first one, as a launcher whose team-up waits on partitions whose
+	// leases are moving does.
+	launchBusyFor time.Duration
+	firstLaunch   time.Time
 	// holdAsync keeps async results back until the chat is paused on them,
 	// so a test can walk through pause_and_trigger deterministically.
 	holdAsync bool
@@ -92,6 +97,16 @@ func (a *wireAgent) onLaunch(m *nats.Msg) {
 	var req protocol.LaunchRequest
 	if err := json.Unmarshal(m.Data, &req); err != nil {
 		_ = m.Respond(bus.ErrorBody(err))
+		return
+	}
+	a.mu.Lock()
+	if a.firstLaunch.IsZero() {
+		a.firstLaunch = time.Now()
+	}
+	busy := time.Since(a.firstLaunch) < a.launchBusyFor
+	a.mu.Unlock()
+	if busy {
+		_ = m.RespondMsg(bus.ErrorMsg(m.Reply, protocol.Errorf(protocol.ErrUnavailable, "no orchestrator instance owns %s yet; send again", req.GoalID)))
 		return
 	}
 	team := a.team
