@@ -160,7 +160,8 @@ type slot struct {
 
 // searchBufs are per-search scratch arrays indexed by slot.
 type searchBufs struct {
-	acc []float64
+	acc     []float64
+	touched []int32 // the slots acc holds a score for; kept to reuse its array
 }
 
 // NewIndex returns an empty index that embeds with e (nil means
@@ -531,11 +532,12 @@ func (ix *Index) searchOne(ctx context.Context, p prepared, limit int, wh map[st
 	}
 
 	acc := bufs.acc[:n]
-	touched := ix.text.score(p.terms, acc, nil)
+	touched := ix.text.score(p.terms, acc, bufs.touched[:0])
 	defer func() {
 		for _, id := range touched {
 			acc[id] = 0
 		}
+		bufs.touched = touched
 	}()
 	lexTop := newTopK(want)
 	for _, id := range touched {
