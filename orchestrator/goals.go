@@ -264,8 +264,10 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 		// move (a NATS node lost) waits up to two lease TTLs for an owner
 		// before it answers 503, so a grace counted from the first attempt
 		// would already be spent. Team-up is idempotent per goal.
-		retry := errors.Is(err, protocol.ErrRateLimited) || errors.Is(err, protocol.ErrUnavailable) || lost ||
-			(errors.Is(err, bus.ErrNoResponders) && time.Since(start) < grace)
+		// (No responders matches 503 too, and has only the grace.)
+		absent := errors.Is(err, bus.ErrNoResponders)
+		retry := errors.Is(err, protocol.ErrRateLimited) || lost ||
+			(errors.Is(err, protocol.ErrUnavailable) && !absent) || (absent && time.Since(start) < grace)
 		if err == nil || !retry || !pace.Wait(lctx) {
 			break
 		}

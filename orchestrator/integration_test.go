@@ -22,6 +22,7 @@ import (
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/ioa-nats/ioa/registry"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // runAgents runs agentkit agents on w until the test ends.
@@ -168,7 +169,13 @@ func TestGoalEndToEndWithCoordinatorAndAgentkitAgents(t *testing.T) {
 		{"multiplier", "Multiply 12 x 7"}, {"distance-converter", "Convert 5 kilometres to miles"},
 		{"word-counter", "Count the words of this sentence"}, {"report-writer", "write a report summarising the results"},
 	} {
-		e, err := kv.Get(t.Context(), task.agent)
+		// Written off the chat's path, so maybe just after the goal ended.
+		var e jetstream.KeyValueEntry
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if e, err = kv.Get(t.Context(), task.agent); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
 		if err != nil {
 			t.Fatalf("outcome of %s: %v", task.agent, err)
 		}

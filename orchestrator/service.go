@@ -124,6 +124,7 @@ type Service struct {
 	goals      jetstream.KeyValue
 	chatKV     jetstream.KeyValue
 	outcomes   jetstream.KeyValue // each agent's finished tasks, for the registry
+	outcomeQ   *outcomeWriter     // what is yet to be written to outcomes
 	chats      jetstream.Stream
 	tasks      jetstream.Stream
 	goalStream jetstream.Stream
@@ -285,6 +286,8 @@ func (s *Service) Start(ctx context.Context) error {
 			}
 		})
 	}
+	s.outcomeQ = newOutcomeWriter()
+	s.wg.Go(func() { s.writeOutcomes(runCtx) })
 	s.wg.Go(func() { s.lease.watch(runCtx) })
 	select {
 	case <-s.lease.synced:

@@ -54,20 +54,34 @@ const (
 // BucketOutcomes bucket), with compare-and-set so that writers never lose
 // each other's entries, and keeps the latest search.MaxOutcomes.
 func RecordOutcome(ctx context.Context, kv jetstream.KeyValue, agent string, e OutcomeEntry) error {
+	return RecordOutcomes(ctx, kv, agent, e)
+}
+
+// RecordOutcomes adds several finished tasks of agent in one
+// compare-and-set, in order; a writer that collects them (the
+// orchestrator, off its chats' path) pays one read and one write per agent
+// instead of one of each per task.
+func RecordOutcomes(ctx context.Context, kv jetstream.KeyValue, agent string, es ...OutcomeEntry) error {
 	if !protocol.ValidName(agent) {
 		return fmt.Errorf("registry: outcome: %q is not a valid agent name", agent)
 	}
-	if e.Status != protocol.TaskCompleted && e.Status != protocol.TaskFailed {
-		return fmt.Errorf("registry: outcome: status %q is not %s or %s", e.Status, protocol.TaskCompleted, protocol.TaskFailed)
+	for i := range es {
+		e := &es[i]
+		if e.Status != protocol.TaskCompleted && e.Status != protocol.TaskFailed {
+			return fmt.Errorf("registry: outcome: status %q is not %s or %s", e.Status, protocol.TaskCompleted, protocol.TaskFailed)
+		}
+		if strings.TrimSpace(e.Task) == "" {
+			return errors.New("registry: outcome: the task has no text")
+		}
+		if len(e.Task) > maxOutcomeTaskBytes {
+			e.Task = strings.ToValidUTF8(e.Task[:maxOutcomeTaskBytes], "")
+		}
+		if e.At.IsZero() {
+			e.At = time.Now()
+		}
 	}
-	if strings.TrimSpace(e.Task) == "" {
-		return errors.New("registry: outcome: the task has no text")
-	}
-	if len(e.Task) > maxOutcomeTaskBytes {
-		e.Task = strings.ToValidUTF8(e.Task[:maxOutcomeTaskBytes], "")
-	}
-	if e.At.IsZero() {
-		e.At = time.Now()
+	if len(es) == 0 {
+		return nil
 	}
 	var err error
 	for range casAttempts {
@@ -85,10 +99,12 @@ func RecordOutcome(ctx context.Context, kv jetstream.KeyValue, agent string, e O
 			return fmt.Errorf("registry: outcome of %s: %w", agent, gerr)
 		}
 		rec.Agent = agent
-		if e.TaskID != "" {
-			rec.Outcomes = slices.DeleteFunc(rec.Outcomes, func(o OutcomeEntry) bool { return o.TaskID == e.TaskID })
+		for _, e := range es {
+			if e.TaskID != "" {
+				rec.Outcomes = slices.DeleteFunc(rec.Outcomes, func(o OutcomeEntry) bool { return o.TaskID == e.TaskID })
+			}
+			rec.Outcomes = append(rec.Outcomes, e)
 		}
-		rec.Outcomes = append(rec.Outcomes, e)
 		if n := len(rec.Outcomes); n > search.MaxOutcomes {
 			rec.Outcomes = rec.Outcomes[n-search.MaxOutcomes:]
 		}
