@@ -166,7 +166,12 @@ func (l *chatLoop) act(ctx, tctx context.Context) bool {
 
 // refresh applies what has arrived meanwhile and what history holds, so a
 // decision refused by the referee can be made again on the current state.
+// When the messages already delivered moved the chat on, with no gap, they
+// are what the referee decided on and the history is not read: a move
+// refused because a task ended meanwhile (a pause on a trigger whose result
+// is in the inbox) costs no extra round trip.
 func (l *chatLoop) refresh(ctx context.Context) {
+	before := l.chat.LastSeq
 	for {
 		select {
 		case m := <-l.in:
@@ -175,6 +180,9 @@ func (l *chatLoop) refresh(ctx context.Context) {
 		default:
 		}
 		break
+	}
+	if l.chat.LastSeq > before && len(l.pending) == 0 {
+		return
 	}
 	l.catchUp(ctx)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -29,6 +30,7 @@ type chatRecord struct {
 
 	rev      uint64            // KV revision this copy was read at or written as
 	checking bool              // a deadline check is queued on the shard
+	due      atomic.Int64      // unix ns before which the sweep has nothing to check (0: check at the next tick)
 	dirty    bool              // changed since last saved to KV
 	stale    bool              // may be behind the log: rebuild before use
 	members  []string          // the team, readable under Service.mu

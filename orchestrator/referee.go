@@ -12,7 +12,6 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/registry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -158,7 +157,8 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 			m.Attempt = t.Attempt
 		}
 	}
-	streamSeq, err := s.appendLog(ctx, comm, rec.StreamSeq, m.Seq, bus.Encode(m))
+	data := bus.Encode(m) // logged and delivered as the same bytes
+	streamSeq, err := s.appendLog(ctx, comm, rec.StreamSeq, m.Seq, data)
 	if err != nil {
 		// Another instance appended first, or our copy is behind: rebuild
 		// from the log before the next use. The sender may send again
@@ -171,6 +171,7 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 	}
 	prev := rec.Chat
 	rec.Chat, rec.StreamSeq = next, streamSeq
+	rec.due.Store(0) // its deadlines moved: the sweep looks at it next tick
 	if rec.FirstStreamSeq == 0 {
 		rec.FirstStreamSeq = streamSeq
 	}
@@ -180,7 +181,7 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 	// sub-goal for its task), and followers of the goal must see the
 	// message before what it causes. Both go out on this connection, in order.
 	s.announce(comm, rec.Chat.GoalID, m)
-	s.fanOut(rec, m)
+	s.fanOut(rec, data)
 	r := protocol.SendReply{Seq: m.Seq, State: m.State}
 	if reply != nil {
 		reply(r)
@@ -341,8 +342,7 @@ func taskListHas(ts []protocol.Task, id string) bool {
 }
 
 // fanOut delivers a logged message to every member's inbox.
-func (s *Service) fanOut(rec *chatRecord, m protocol.AgentMessage) {
-	data := bus.Encode(m)
+func (s *Service) fanOut(rec *chatRecord, data []byte) {
 	rec.last, rec.nudged = data, 0
 	for _, name := range rec.Chat.Members {
 		subject, err := s.subj.Inbox(name, rec.Chat.CommID)
@@ -411,25 +411,6 @@ func (s *Service) redeliver(rec *chatRecord) {
 	}
 }
 
-// recordOutcome tells the registry, through its outcomes bucket, that the
-// assignee of a task finished it: the registry learns from it what the agent
-// can do (registry.RecordOutcome).
-func (s *Service) recordOutcome(ctx context.Context, comm string, t protocol.Task, status string) {
-	text := t.TaskDesc
-	if text == "" {
-		text = t.TaskAbstract
-	}
-	if t.Assignee == "" || text == "" || (status != protocol.TaskCompleted && status != protocol.TaskFailed) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	e := registry.OutcomeEntry{TaskID: comm + "." + t.TaskID, Task: text, Status: status}
-	if err := registry.RecordOutcome(ctx, s.outcomes, t.Assignee, e); err != nil {
-		s.log.Warn("record task outcome", "comm", comm, "task", t.TaskID, "err", err)
-	}
-}
-
 // announce publishes the goal events of a logged message.
 func (s *Service) announce(comm, goal string, m protocol.AgentMessage) {
 	s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventMessage, CommID: comm, Message: &m})
@@ -451,7 +432,7 @@ func (s *Service) effects(ctx context.Context, comm string, rec *chatRecord, pre
 			}
 		}
 		s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventTaskDone, CommID: comm, Task: &t.Task, Message: &m})
-		s.recordOutcome(ctx, comm, t.Task, m.TaskStatus)
+		s.recordOutcome(comm, t.Task, m.TaskStatus)
 	}
 	c := rec.Chat
 	switch {

@@ -20,9 +20,15 @@ func (s *Service) sweep(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		now := time.Now().UnixNano()
 		s.mu.Lock()
 		var due []string
 		for comm, rec := range s.active {
+			// A chat whose next deadline is ahead is not visited: an idle
+			// chat costs this comparison per tick, not a check on its shard.
+			if d := rec.due.Load(); d != 0 && now < d {
+				continue
+			}
 			if !s.mine(comm) {
 				// Its partition went elsewhere meanwhile.
 				delete(s.active, comm)
@@ -85,20 +91,32 @@ func (s *Service) checkChat(ctx context.Context, comm string) {
 	}
 	s.saveRecord(ctx, comm, rec)
 	now := time.Now()
+	nudged := rec.nudged
 	// A third and two thirds into the speaker's time, the chat's last
 	// message goes again to whoever it waits on.
 	if quiet := now.Sub(rec.TurnSince); rec.nudged < 2 && quiet > time.Duration(rec.nudged+1)*s.cfg.SpeakerTimeout/3 {
 		s.nudge(rec)
 	}
+	acted := rec.nudged != nudged
+	defer func() {
+		// Checked again at the next tick after a move (the chat changed),
+		// else when its next deadline comes.
+		if !acted && err == nil {
+			rec.due.Store(s.nextCheck(rec, now).UnixNano())
+		}
+	}()
 	switch {
 	case !rec.Deadline.IsZero() && now.After(rec.Deadline):
+		acted = true
 		err = s.system(ctx, comm, protocol.AgentMessage{
 			Type: protocol.MsgSystem, Event: protocol.EventEnd, Status: protocol.GoalTimedOut,
 			Reason: "goal_timeout", Content: summarize(c, "the goal's time ran out"),
 		})
 	case c.State == protocol.StateDiscussion && c.Speaker != "" && now.Sub(rec.TurnSince) > s.cfg.SpeakerTimeout:
+		acted = true
 		err = s.takeTurn(ctx, comm, c, fmt.Sprintf("did not speak within %s", s.cfg.SpeakerTimeout), "launcher_timeout")
 	case c.State == protocol.StateDiscussion && c.Speaker != "" && now.Sub(rec.TurnSince) > goneCheckAfter && s.gone(ctx, c.Speaker):
+		acted = true
 		err = s.takeTurn(ctx, comm, c, "is offline (no heartbeat)", "launcher_gone")
 	default:
 		for _, t := range c.Tasks {
@@ -115,6 +133,7 @@ func (s *Service) checkChat(ctx context.Context, comm string) {
 			default:
 				continue
 			}
+			acted = true
 			err = s.system(ctx, comm, protocol.AgentMessage{
 				Type: protocol.MsgTaskResult, TaskID: t.TaskID, TaskStatus: protocol.TaskFailed,
 				TaskConclusion: why, ID: id,
@@ -125,6 +144,55 @@ func (s *Service) checkChat(ctx context.Context, comm string) {
 	if err != nil {
 		s.log.Warn("deadline check", "comm", comm, "err", err)
 	}
+}
+
+// goneRecheck is how often a chat waiting on a member for longer than
+// goneCheckAfter asks whether the member is gone (the answer is cached for
+// livenessFresh anyway); maxCheckEvery bounds the time between two checks
+// of any chat.
+const (
+	goneRecheck   = time.Second
+	maxCheckEvery = 2 * time.Second
+)
+
+// nextCheck is when checkChat next has something to do for rec, checked at
+// now without acting: a nudge, the goal's deadline, the speaker's or a
+// task's timeout, or a liveness check. A record not saved yet is checked at
+// the next tick.
+func (s *Service) nextCheck(rec *chatRecord, now time.Time) time.Time {
+	if rec.dirty {
+		return now
+	}
+	next := now.Add(maxCheckEvery)
+	at := func(t time.Time) {
+		if t.After(now) && t.Before(next) {
+			next = t
+		}
+	}
+	waitOn := func(since time.Time, timeout time.Duration) {
+		at(since.Add(timeout))
+		if gone := since.Add(goneCheckAfter); gone.After(now) {
+			at(gone)
+		} else {
+			at(now.Add(goneRecheck))
+		}
+	}
+	if rec.nudged < 2 {
+		at(rec.TurnSince.Add(time.Duration(rec.nudged+1) * s.cfg.SpeakerTimeout / 3))
+	}
+	if !rec.Deadline.IsZero() {
+		at(rec.Deadline)
+	}
+	c := rec.Chat
+	if c.State == protocol.StateDiscussion && c.Speaker != "" {
+		waitOn(rec.TurnSince, s.cfg.SpeakerTimeout)
+	}
+	for _, t := range c.Tasks {
+		if since, ok := rec.TaskSince[t.TaskID]; ok && !t.Done() {
+			waitOn(since, s.cfg.TaskTimeout)
+		}
+	}
+	return next
 }
 
 // unreadFor is how long after its goal's deadline a chat that cannot be
