@@ -36,7 +36,9 @@ type UsageMeter interface {
 	TakeUsage(agent, goalID string) protocol.Usage
 }
 
-// Searcher finds agents in the registry (registry.search).
+// Searcher finds agents in the registry (registry.search). A policy may
+// search from several goroutines at once (the rules policy asks about every
+// clause of a goal together).
 type Searcher interface {
 	Search(ctx context.Context, req protocol.SearchRequest) ([]protocol.SearchResult, error)
 }

@@ -68,6 +68,18 @@ type HandlerOption func(*handlerOpts)
 type handlerOpts struct {
 	optional bool
 	log      *slog.Logger
+	nc       *nats.Conn    // with sem: where replies sent from a worker go
+	sem      chan struct{} // bounds the requests being handled at once
+}
+
+// Concurrently handles up to n requests of the endpoint at once, each on a
+// goroutine of its own that answers on nc. A micro endpoint's handler is
+// otherwise called for one request at a time, so a read-only endpoint that
+// takes CPU (a registry search) would serve one core's worth however many
+// there are. When n are running, the next waits in the handler, which
+// holds the endpoint's later requests back as before.
+func Concurrently(nc *nats.Conn, n int) HandlerOption {
+	return func(o *handlerOpts) { o.nc, o.sem = nc, make(chan struct{}, max(n, 1)) }
 }
 
 // EmptyMeansObject makes an empty body decode as {}.
@@ -99,6 +111,31 @@ func Handle[Req any, Resp any](ctx context.Context, c Codec, fn func(ctx context
 		}
 		if err := decode(r.Data(), &req); err != nil {
 			_ = RespondError(r, err)
+			return
+		}
+		if o.sem != nil {
+			o.sem <- struct{}{}
+			go func() {
+				defer func() {
+					<-o.sem
+					if p := recover(); p != nil {
+						o.log.Error("handler panic", "subject", r.Subject(), "panic", p, "stack", string(debug.Stack()))
+						_ = RespondErrorLater(o.nc, r.Reply(), protocol.Errorf(protocol.ErrInternal, "internal error: %v", p))
+					}
+				}()
+				resp, err := fn(ctx, r, &req)
+				if err != nil {
+					_ = RespondErrorLater(o.nc, r.Reply(), err)
+					return
+				}
+				var body any = []byte("{}")
+				if resp != nil {
+					body = resp
+				}
+				if err := RespondLater(o.nc, r.Reply(), body); err != nil {
+					o.log.Warn("reply failed", "subject", r.Subject(), "err", err)
+				}
+			}()
 			return
 		}
 		resp, err := fn(ctx, r, &req)

@@ -37,6 +37,7 @@ type chatRecord struct {
 	last     []byte            // the last logged message, encoded, for nudges
 	nudged   int               // nudges sent since the last message
 	assigns  map[string][]byte // running task id -> its logged assignment, encoded, for nudges and hand-backs
+	inboxes  []inboxOf         // the members' inbox subjects, in member order (fanOut)
 
 	goalEnded bool // its goal timed out while the chat could not be read
 
@@ -47,6 +48,9 @@ type sentReply struct {
 	Seq   uint64         `json:"seq"`
 	State protocol.State `json:"state"`
 }
+
+// inboxOf is a member and its inbox subject in one chat.
+type inboxOf struct{ name, subject string }
 
 func seenKey(sender, id string) string { return sender + "/" + id }
 

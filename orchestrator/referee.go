@@ -344,11 +344,18 @@ func taskListHas(ts []protocol.Task, id string) bool {
 // fanOut delivers a logged message to every member's inbox.
 func (s *Service) fanOut(rec *chatRecord, data []byte) {
 	rec.last, rec.nudged = data, 0
-	for _, name := range rec.Chat.Members {
-		subject, err := s.subj.Inbox(name, rec.Chat.CommID)
-		if err != nil {
+	for i, name := range rec.Chat.Members {
+		// The members' inbox subjects are built (and their names checked)
+		// once per chat, not on every message.
+		if i >= len(rec.inboxes) || rec.inboxes[i].name != name {
+			subject, _ := s.subj.Inbox(name, rec.Chat.CommID) // "" for a bad name: skipped
+			rec.inboxes = append(rec.inboxes[:i], inboxOf{name, subject})
+		}
+		subject := rec.inboxes[i].subject
+		if subject == "" {
 			continue
 		}
+		var err error
 		if rec.trace == "" {
 			err = s.nc.Publish(subject, data)
 		} else {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -44,7 +45,8 @@ func (s *Service) addEndpoints(ctx context.Context, svc micro.Service) error {
 		{bus.RegistryGet, `{"name"}`, `AgentCard + {"online","last_seen"}`, bus.Handle(ctx, codec, s.get, opts...)},
 		{bus.RegistryList, `{"offset","limit","online_only"}`, `{"agents","total"}`,
 			bus.Handle(ctx, codec, s.list, append(opts, bus.EmptyMeansObject())...)},
-		{bus.RegistrySearch, "SearchRequest", `{"results"}`, bus.Handle(ctx, codec, s.search, opts...)},
+		// Searches only read the index, and take CPU: one per core at once.
+		{bus.RegistrySearch, "SearchRequest", `{"results"}`, bus.Handle(ctx, codec, s.search, append(opts, bus.Concurrently(s.nc, runtime.GOMAXPROCS(0)))...)},
 	}
 	for _, e := range endpoints {
 		md := map[string]string{"request": e.request, "reply": e.reply}

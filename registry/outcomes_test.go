@@ -24,6 +24,11 @@ func TestOutcomesShared(t *testing.T) {
 			Type: protocol.TypeAssistant, Capabilities: []string{"trip planning"}})
 	}
 	req := protocol.SearchRequest{Query: "find a traditional ryokan in Kyoto for the cherry blossom week", IncludeOffline: true}
+	// Read-your-writes holds for the instance that took a registration;
+	// the other learns it from its KV watch a moment later.
+	eventually(t, 5*time.Second, "both instances index both cards", func() bool {
+		return len(searchVia(t, s1, req)) == 2 && len(searchVia(t, s2, req)) == 2
+	})
 	before := searchNames(t, nc, b, req)
 	if len(before) != 2 {
 		t.Fatalf("results %v", before)

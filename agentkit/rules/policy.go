@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/ioa-nats/ioa/agentkit"
@@ -70,16 +71,32 @@ func (p *Policy) TeamUp(ctx context.Context, req agentkit.TeamUpRequest) (agentk
 	if req.Registry == nil {
 		return agentkit.TeamUpDecision{}, errors.New("rules: team-up needs a registry")
 	}
-	for _, c := range Split(req.Goal) {
-		res, err := req.Registry.Search(ctx, protocol.SearchRequest{Query: c.Text, Limit: p.cfg.SearchLimit, Exclude: []string{self}})
-		if err != nil {
-			return agentkit.TeamUpDecision{}, fmt.Errorf("rules: team-up: %w", err)
+	clauses := Split(req.Goal)
+	results, errs := searchAll(ctx, req.Registry, clauses, func(text string) protocol.SearchRequest {
+		return protocol.SearchRequest{Query: text, Limit: p.cfg.SearchLimit, Exclude: []string{self}}
+	})
+	for i := range clauses {
+		if errs[i] != nil {
+			return agentkit.TeamUpDecision{}, fmt.Errorf("rules: team-up: %w", errs[i])
 		}
-		if i := slices.IndexFunc(res, func(r protocol.SearchResult) bool { return r.Name != self && p.capable(r) }); i >= 0 {
-			add(res[i].Name)
+		if j := slices.IndexFunc(results[i], func(r protocol.SearchResult) bool { return r.Name != self && p.capable(r) }); j >= 0 {
+			add(results[i][j].Name)
 		}
 	}
 	return agentkit.TeamUpDecision{Members: members}, nil
+}
+
+// searchAll asks the registry about every clause at once (the searches are
+// independent, and one after the other they were most of a small goal's
+// time) and returns each clause's results and error, in clause order.
+func searchAll(ctx context.Context, reg agentkit.Searcher, clauses []Clause, req func(text string) protocol.SearchRequest) ([][]protocol.SearchResult, []error) {
+	results, errs := make([][]protocol.SearchResult, len(clauses)), make([]error, len(clauses))
+	var wg sync.WaitGroup
+	for i, c := range clauses {
+		wg.Go(func() { results[i], errs[i] = reg.Search(ctx, req(c.Text)) })
+	}
+	wg.Wait()
+	return results, errs
 }
 
 // NextMessage is the move for the agent holding the turn. A member answers
@@ -103,6 +120,9 @@ func (p *Policy) NextMessage(ctx context.Context, t agentkit.Turn) (protocol.Age
 	}
 	return nextStep(c, items), nil
 }
+
+// errNoRegistry stands for the registry's answer when the policy has none.
+var errNoRegistry = errors.New("rules: no registry")
 
 // capable reports whether a search result matches its query well enough to
 // be given the work.
@@ -132,12 +152,24 @@ func (p *Policy) planMessage(ctx context.Context, t agentkit.Turn) protocol.Agen
 	if len(clauses) == 0 {
 		return protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "The goal is empty; there is nothing to do."}
 	}
+	var results [][]protocol.SearchResult
+	var errs []error
+	if t.Registry != nil {
+		results, errs = searchAll(ctx, t.Registry, clauses, func(text string) protocol.SearchRequest {
+			return protocol.SearchRequest{Query: text, Limit: 100, Exclude: []string{t.Self.Name}}
+		})
+	}
 	items := make([]Item, len(clauses))
 	for i, cl := range clauses {
+		var res []protocol.SearchResult
+		var err error = errNoRegistry
+		if results != nil {
+			res, err = results[i], errs[i]
+		}
 		items[i] = Item{
 			TaskID:   "t" + strconv.Itoa(i+1),
 			Async:    len(clauses) > 1 && !cl.Dependent,
-			Assignee: p.assign(ctx, t, cl.Text),
+			Assignee: p.assign(t, cl.Text, res, err),
 			Text:     cl.Text,
 		}
 	}
@@ -160,22 +192,21 @@ func (p *Policy) planMessage(ctx context.Context, t agentkit.Turn) protocol.Agen
 // or the best-ranked member at all (the team the goal named); without an
 // answer from the registry, the member whose card shares the most words
 // with the clause, else the launcher itself.
-func (p *Policy) assign(ctx context.Context, t agentkit.Turn, text string) string {
+//
+// res and err are the registry's answer for text (errNoRegistry without one).
+func (p *Policy) assign(t agentkit.Turn, text string, res []protocol.SearchResult, err error) string {
 	self := t.Self.Name
 	others := slices.DeleteFunc(slices.Clone(t.Chat.Members), func(n string) bool { return n == self })
-	if t.Registry != nil {
-		res, err := t.Registry.Search(ctx, protocol.SearchRequest{Query: text, Limit: 100, Exclude: []string{self}})
-		if err == nil {
-			if !slices.ContainsFunc(res, p.capable) {
-				return "" // no registered agent can do it
-			}
-			if i := slices.IndexFunc(res, func(r protocol.SearchResult) bool { return slices.Contains(others, r.Name) && p.capable(r) }); i >= 0 {
-				return res[i].Name
-			}
-			for _, r := range res {
-				if slices.Contains(others, r.Name) {
-					return r.Name
-				}
+	if err == nil {
+		if !slices.ContainsFunc(res, p.capable) {
+			return "" // no registered agent can do it
+		}
+		if i := slices.IndexFunc(res, func(r protocol.SearchResult) bool { return slices.Contains(others, r.Name) && p.capable(r) }); i >= 0 {
+			return res[i].Name
+		}
+		for _, r := range res {
+			if slices.Contains(others, r.Name) {
+				return r.Name
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ioa-nats/ioa/agentkit"
@@ -18,11 +19,14 @@ import (
 type ranking struct {
 	byQuery map[string][]string
 	weak    []string
+	mu      sync.Mutex // the policy searches concurrently
 	calls   int
 	err     error
 }
 
 func (r *ranking) Search(_ context.Context, req protocol.SearchRequest) ([]protocol.SearchResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.calls++
 	if r.err != nil {
 		return nil, r.err

@@ -1,0 +1,72 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/bustest"
+)
+
+type echoReq struct {
+	Text string `json:"text"`
+}
+
+// With Concurrently, requests are handled at the same time: each handler
+// here waits until two are in flight, which never happens one at a time.
+// A panic in a worker is a 500 reply, and the endpoint goes on.
+func TestHandleConcurrently(t *testing.T) {
+	b := bustest.New(t)
+	nc := b.Conn()
+	ctx := t.Context()
+	var mu sync.Mutex
+	inFlight, both := 0, make(chan struct{})
+	h := bus.Handle(ctx, b.Codec(), func(ctx context.Context, _ micro.Request, req *echoReq) (*echoReq, error) {
+		if req.Text == "panic" {
+			panic("boom")
+		}
+		mu.Lock()
+		inFlight++
+		if inFlight == 2 {
+			close(both)
+		}
+		mu.Unlock()
+		select {
+		case <-both:
+			return &echoReq{Text: "re: " + req.Text}, nil
+		case <-time.After(3 * time.Second):
+			return nil, protocol.Errorf(protocol.ErrTimeout, "handled alone")
+		}
+	}, bus.Concurrently(nc, 2))
+	svc, err := micro.AddService(nc, micro.Config{Name: "concurrent", Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	if err := svc.AddEndpoint("echo", h, micro.WithEndpointSubject("test.echo")); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	replies, errs := make([]echoReq, 2), make([]error, 2)
+	for i, text := range []string{"a", "b"} {
+		wg.Go(func() { errs[i] = bus.Request(ctx, nc, "test.echo", echoReq{Text: text}, &replies[i]) })
+	}
+	wg.Wait()
+	for i, text := range []string{"a", "b"} {
+		if errs[i] != nil || replies[i].Text != "re: "+text {
+			t.Errorf("request %q: %+v, %v; want both answered together", text, replies[i], errs[i])
+		}
+	}
+	if err := bus.Request(ctx, nc, "test.echo", echoReq{Text: "panic"}, nil); !errors.Is(err, protocol.ErrInternal) {
+		t.Errorf("a panicking handler: %v, want an internal error", err)
+	}
+	if err := bus.Request(ctx, nc, "test.echo", []byte(`{"text":`), nil); !errors.Is(err, protocol.ErrInvalid) {
+		t.Errorf("malformed JSON: %v, want invalid", err)
+	}
+}
