@@ -1,6 +1,9 @@
 package search
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
 // Soft matching: each query word is matched to its most similar word of the
 // card in WordNet vector space, so "cancel" meets "churn" even when the
@@ -108,25 +111,54 @@ func (ix *Index) softScores(ids []int32, qs []softTerm, oov []oovTerm) ([]float6
 	for i, q := range qs {
 		qvs[i] = lex.Vector(q.id)
 	}
-	sims := make(map[int32][]float32) // card word -> cosine with each query word
+	// Each card word met is compared with the query words once per search:
+	// its cosines, their best, and its specificity (a log) are kept in one
+	// entry, the cosines side by side in one array.
+	type wordSim struct {
+		at   int     // where its cosines start in sims
+		best float32 // the best of them
+		spec float64 // its specificity in the index
+	}
+	words := make(map[int32]int, 8*len(ids))
+	entries := make([]wordSim, 0, 8*len(ids))
+	sims := make([]float32, 0, 8*len(ids)*len(qs))
+	specDenom := math.Log(1 + (float64(ix.text.n)+0.5)/0.5)
+	entry := func(id int32, j int) *wordSim {
+		sl := &ix.slots[id]
+		w := sl.words[j]
+		if k, ok := words[w]; ok {
+			return &entries[k]
+		}
+		wv := lex.Vector(w)
+		e := wordSim{at: len(sims), best: -1, spec: 1}
+		for _, qv := range qvs {
+			c := dot32(qv, wv)
+			sims = append(sims, c)
+			e.best = max(e.best, c)
+		}
+		if n := float64(ix.text.n); n > 0 {
+			d := min(float64(len(ix.text.postings[sl.wterm[j]])), n)
+			e.spec = math.Log(1+(n-d+0.5)/(d+0.5)) / specDenom
+		}
+		words[w] = len(entries)
+		entries = append(entries, e)
+		return &entries[len(entries)-1]
+	}
 	best := make([]float32, len(qs))
 	for k, id := range ids {
 		for i := range best {
 			best[i] = -1
 		}
-		for _, w := range ix.slots[id].words {
-			ws, ok := sims[w]
-			if !ok {
-				wv := lex.Vector(w)
-				ws = make([]float32, len(qs))
-				for i, qv := range qvs {
-					ws[i] = dot32(qv, wv)
-				}
-				sims[w] = ws
+		sl := &ix.slots[id]
+		var c, cw float64 // the card-to-query direction
+		for j := range sl.words {
+			e := entry(id, j)
+			for i, x := range sims[e.at : e.at+len(qs)] {
+				best[i] = max(best[i], x)
 			}
-			for i, c := range ws {
-				best[i] = max(best[i], c)
-			}
+			ww := float64(sl.widf[j]) * e.spec
+			c += ww * max(0, float64(e.best)-softFloor)
+			cw += ww
 		}
 		var s float64
 		for i, q := range qs {
@@ -142,22 +174,9 @@ func (ix *Index) softScores(ids []int32, qs []softTerm, oov []oovTerm) ([]float6
 			out[k] = s / wsum
 		}
 		match[k] = (s + o) / (wsum + osum)
-		if len(ix.slots[id].words) > 0 {
-			var c, cw float64
-			sl := &ix.slots[id]
-			for j, w := range sl.words {
-				var m float32 = -1
-				for _, x := range sims[w] {
-					m = max(m, x)
-				}
-				ww := float64(sl.widf[j]) * ix.text.specificity(len(ix.text.postings[sl.wterm[j]]))
-				c += ww * max(0, float64(m)-softFloor)
-				cw += ww
-			}
-			if cw > 0 {
-				out[k] = (1-softBidir)*out[k] + softBidir*c/cw
-				match[k] = (1-softBidir)*match[k] + softBidir*c/cw
-			}
+		if cw > 0 {
+			out[k] = (1-softBidir)*out[k] + softBidir*c/cw
+			match[k] = (1-softBidir)*match[k] + softBidir*c/cw
 		}
 	}
 	return out, match
