@@ -10,6 +10,11 @@
 // written with compare-and-set, and every append names the log position it
 // expects, so several orchestrator instances can serve the same chats.
 //
+// Deadlines (goal timeout, silent speakers, overdue tasks, nudges, members
+// gone offline) are checked by one sweep (sweep.go), which visits a chat only
+// when its next deadline is due. Finished tasks are written for the
+// registry's learning off the chats' path (outcomes.go).
+//
 // Every ended goal gets an outcome beside its status (succeeded, partial,
 // failed; protocol.GoalOutcome over the chat's final task board and the
 // conclusion's undone parts), in its result, its end event and its record.
