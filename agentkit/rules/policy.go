@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode"
 
 	"github.com/ioa-nats/ioa/agentkit"
@@ -20,8 +19,8 @@ type Config struct {
 	// MaxTeam bounds the team the launcher asks for, itself included
 	// (default 8).
 	MaxTeam int
-	// SearchLimit is how many of the registry's best-ranked agents per
-	// clause team-up chooses from (default 5).
+	// SearchLimit is how many agents team-up asks the registry for per
+	// clause (default 5).
 	SearchLimit int
 	// MinMatch is the registry match (protocol.SearchResult.Match) an agent
 	// needs for a clause to be given to it: a clause no registered agent
@@ -32,28 +31,7 @@ type Config struct {
 
 // Policy is the rules policy. It keeps no state: everything it needs is in
 // the chat replica (the plan is in Chat.Plan), so it survives restarts.
-type Policy struct {
-	cfg Config
-
-	mu     sync.Mutex
-	teamed map[string]teamedGoal // goal id -> its team-up's searches, for its plan
-}
-
-// teamedGoal is what the registry answered about a goal's clauses when its
-// team was formed. The plan, a moment later in the same launcher, asks the
-// same questions: it takes these answers instead of asking again.
-type teamedGoal struct {
-	at      time.Time
-	results map[string][]protocol.SearchResult // clause text -> results
-}
-
-// planLimit is how many agents are asked for per clause: the plan looks for
-// the best-ranked member of the team, which may rank below SearchLimit.
-const planLimit = 100
-
-// teamedFor bounds how long a team-up's answers wait for the plan; a plan
-// made later searches again.
-const teamedFor = time.Minute
+type Policy struct{ cfg Config }
 
 var _ agentkit.Policy = (*Policy)(nil)
 
@@ -94,64 +72,18 @@ func (p *Policy) TeamUp(ctx context.Context, req agentkit.TeamUpRequest) (agentk
 		return agentkit.TeamUpDecision{}, errors.New("rules: team-up needs a registry")
 	}
 	clauses := Split(req.Goal)
-	// Asked with the plan's limit, so that the plan can take the answers;
-	// the team is chosen from the first SearchLimit of each.
 	results, errs := searchAll(ctx, req.Registry, clauses, func(text string) protocol.SearchRequest {
-		return protocol.SearchRequest{Query: text, Limit: max(planLimit, p.cfg.SearchLimit), Exclude: []string{self}}
+		return protocol.SearchRequest{Query: text, Limit: p.cfg.SearchLimit, Exclude: []string{self}}
 	})
 	for i := range clauses {
 		if errs[i] != nil {
 			return agentkit.TeamUpDecision{}, fmt.Errorf("rules: team-up: %w", errs[i])
 		}
-		top := results[i][:min(len(results[i]), p.cfg.SearchLimit)]
-		if j := slices.IndexFunc(top, func(r protocol.SearchResult) bool { return r.Name != self && p.capable(r) }); j >= 0 {
-			add(top[j].Name)
+		if j := slices.IndexFunc(results[i], func(r protocol.SearchResult) bool { return r.Name != self && p.capable(r) }); j >= 0 {
+			add(results[i][j].Name)
 		}
 	}
-	p.remember(req.GoalID, clauses, results)
 	return agentkit.TeamUpDecision{Members: members}, nil
-}
-
-// remember keeps a team-up's answers for the goal's plan.
-func (p *Policy) remember(goal string, clauses []Clause, results [][]protocol.SearchResult) {
-	if goal == "" {
-		return
-	}
-	now := time.Now()
-	byText := make(map[string][]protocol.SearchResult, len(clauses))
-	for i, c := range clauses {
-		byText[c.Text] = results[i]
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.teamed == nil {
-		p.teamed = map[string]teamedGoal{}
-	}
-	for g, tg := range p.teamed { // plans that never came (at most a minute's worth)
-		if now.Sub(tg.at) > teamedFor {
-			delete(p.teamed, g)
-		}
-	}
-	p.teamed[goal] = teamedGoal{at: now, results: byText}
-}
-
-// recall takes (once) the team-up's answers for every one of a goal's
-// clauses; nil when there are none.
-func (p *Policy) recall(goal string, clauses []Clause) [][]protocol.SearchResult {
-	p.mu.Lock()
-	tg, ok := p.teamed[goal]
-	delete(p.teamed, goal)
-	p.mu.Unlock()
-	if !ok || time.Since(tg.at) > teamedFor {
-		return nil
-	}
-	out := make([][]protocol.SearchResult, len(clauses))
-	for i, c := range clauses {
-		if out[i], ok = tg.results[c.Text]; !ok {
-			return nil
-		}
-	}
-	return out
 }
 
 // searchAll asks the registry about every clause at once (the searches are
@@ -220,11 +152,11 @@ func (p *Policy) planMessage(ctx context.Context, t agentkit.Turn) protocol.Agen
 	if len(clauses) == 0 {
 		return protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "The goal is empty; there is nothing to do."}
 	}
-	results := p.recall(c.GoalID, clauses)
-	errs := make([]error, len(clauses))
-	if results == nil && t.Registry != nil {
+	var results [][]protocol.SearchResult
+	var errs []error
+	if t.Registry != nil {
 		results, errs = searchAll(ctx, t.Registry, clauses, func(text string) protocol.SearchRequest {
-			return protocol.SearchRequest{Query: text, Limit: planLimit, Exclude: []string{t.Self.Name}}
+			return protocol.SearchRequest{Query: text, Limit: 100, Exclude: []string{t.Self.Name}}
 		})
 	}
 	items := make([]Item, len(clauses))

@@ -367,37 +367,3 @@ func TestNoCapableAgent(t *testing.T) {
 		t.Fatalf("outcome %s (%s), undone %v", outcome, reason, undone)
 	}
 }
-
-// The plan that follows a team-up takes the team-up's answers: one search
-// per clause for the whole launch, and the same plan as when it searches.
-func TestPlanReusesTeamUpSearches(t *testing.T) {
-	lead := protocol.AgentCard{Name: "lead", Description: "leads"}
-	r := registry()
-	p := rules.New(rules.Config{})
-	team, err := p.TeamUp(t.Context(), agentkit.TeamUpRequest{Self: lead, GoalID: "g1", Goal: goal, Registry: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := chat(func(c *protocol.Chat) {
-		c.Plan, c.Turn, c.LastSeq = "", 0, 1
-		c.Members = append([]string{"lead"}, team.Members...)
-	})
-	msg, err := p.NextMessage(t.Context(), agentkit.Turn{Self: lead, Chat: c, Registry: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.calls != 3 {
-		t.Errorf("%d searches for team-up and plan of 3 clauses, want 3", r.calls)
-	}
-	// Another goal's plan (or a second plan of this one) searches.
-	fresh, err := rules.New(rules.Config{}).NextMessage(t.Context(), agentkit.Turn{Self: lead, Chat: c, Registry: registry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if msg.UpdatedPlan != fresh.UpdatedPlan || msg.UpdatedPlan == "" {
-		t.Errorf("plan from team-up's answers:\n%s\nwant the searched one:\n%s", msg.UpdatedPlan, fresh.UpdatedPlan)
-	}
-	if _, err := p.NextMessage(t.Context(), agentkit.Turn{Self: lead, Chat: c, Registry: r}); err != nil || r.calls != 6 {
-		t.Errorf("a second plan: %d searches in all, %v; want 6 (the answers are taken once)", r.calls, err)
-	}
-}
