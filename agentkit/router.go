@@ -78,7 +78,7 @@ func (rt *router) deliver(ctx context.Context, nm *nats.Msg) {
 		return
 	}
 	var m protocol.AgentMessage
-	if err := rt.a.rt.opts.codec.Decode(nm.Data, &m); err != nil {
+	if err := rt.a.rt.opts.codec.DecodeLogged(nm.Data, &m); err != nil {
 		log.Warn("dropped malformed inbox message", "comm_id", comm, "err", err)
 		return
 	}

@@ -124,3 +124,22 @@ func refHasDuplicate(data []byte) bool {
 		}
 	}
 }
+
+// DecodeLogged skips the strict scan for what the runtime wrote itself, but
+// still bounds the size and refuses what is not JSON.
+func TestCodecDecodeLogged(t *testing.T) {
+	c := bus.Codec{MaxBytes: 100}
+	var m protocol.AgentMessage
+	if err := c.DecodeLogged([]byte(`{"type":"discussion","seq":3,"comm_id":"c1"}`), &m); err != nil || m.Seq != 3 || m.CommID != "c1" {
+		t.Fatalf("valid: %+v, %v", m, err)
+	}
+	for in, want := range map[string]*protocol.Error{
+		`{"type":"discussion"`:                           protocol.ErrInvalid,
+		`{"seq":"three"}`:                                protocol.ErrInvalid,
+		`{"content":"` + strings.Repeat("x", 100) + `"}`: protocol.ErrTooLarge,
+	} {
+		if err := c.DecodeLogged([]byte(in), &m); !errors.Is(err, want) {
+			t.Errorf("DecodeLogged(%.30q) = %v, want %v", in, err, want)
+		}
+	}
+}

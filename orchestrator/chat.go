@@ -31,6 +31,7 @@ type chatRecord struct {
 	rev      uint64            // KV revision this copy was read at or written as
 	checking bool              // a deadline check is queued on the shard
 	due      atomic.Int64      // unix ns before which the sweep has nothing to check (0: check at the next tick)
+	over     atomic.Bool       // Chat.Ended(), readable off the chat's shard
 	dirty    bool              // changed since last saved to KV
 	stale    bool              // may be behind the log: rebuild before use
 	members  []string          // the team, readable under Service.mu
@@ -176,6 +177,7 @@ func (s *Service) rebuild(ctx context.Context, comm string) (*chatRecord, error)
 		}
 		prev := rec.Chat
 		rec.Chat = next
+		rec.over.Store(next.Ended())
 		rec.note(prev, m, now)
 		rec.last = nil // encoded below, once: what nudges send
 	}

@@ -194,11 +194,13 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 		return st, fmt.Errorf("orchestrator: index goal: %w", err)
 	}
 	data := bus.Encode(st)
-	if _, err := s.settle(ctx, "goal record "+st.GoalID, func(ctx context.Context) (uint64, error) {
+	rev, err := s.settle(ctx, "goal record "+st.GoalID, func(ctx context.Context) (uint64, error) {
 		return s.goals.Create(ctx, st.GoalID, data)
-	}, kvStored(s.goals, st.GoalID, data)); err != nil {
+	}, kvStored(s.goals, st.GoalID, data))
+	if err != nil {
 		return st, fmt.Errorf("orchestrator: record goal: %w", err)
 	}
+	s.known.put(st.GoalID, st, data, rev)
 	s.event(protocol.GoalEvent{GoalID: st.GoalID, Kind: protocol.EventAccepted})
 	s.cfg.Metrics.GoalSubmitted()
 	if st.ParentGoalID != "" {
@@ -338,6 +340,21 @@ func (s *Service) readGoal(ctx context.Context, id string) (protocol.GoalStatus,
 // fails as unavailable (a cluster electing the bucket's leader) is retried
 // too, with a growing pause, for goalUpdateFor in all.
 func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.GoalStatus) error) (protocol.GoalStatus, error) {
+	// The owner of a goal wrote its record last, almost always: the copy it
+	// kept is tried first, and compare-and-set tells when it is not the
+	// latest. Only a write that succeeds counts; anything else (fn refusing
+	// the kept state included) reads the record as below.
+	if st, rev, ok := s.known.get(id); ok && fn(&st) == nil {
+		st.UpdatedAt = time.Now().UTC()
+		data := bus.Encode(st)
+		if nrev, err := s.settle(ctx, "goal record "+id, func(ctx context.Context) (uint64, error) {
+			return s.goals.Update(ctx, id, data, rev)
+		}, kvStored(s.goals, id, data)); err == nil {
+			s.known.put(id, st, data, nrev)
+			return st, nil
+		}
+		s.known.drop(id)
+	}
 	pace, t0 := backoff.New(10*time.Millisecond, 500*time.Millisecond), time.Now()
 	for {
 		st, rev, err := s.getGoal(ctx, id)
@@ -350,9 +367,11 @@ func (s *Service) updateGoal(ctx context.Context, id string, fn func(*protocol.G
 			}
 			st.UpdatedAt = time.Now().UTC()
 			data := bus.Encode(st)
-			if _, err = s.settle(ctx, "goal record "+id, func(ctx context.Context) (uint64, error) {
+			var nrev uint64
+			if nrev, err = s.settle(ctx, "goal record "+id, func(ctx context.Context) (uint64, error) {
 				return s.goals.Update(ctx, id, data, rev)
 			}, kvStored(s.goals, id, data)); err == nil {
+				s.known.put(id, st, data, nrev)
 				return st, nil
 			}
 		}
@@ -381,6 +400,9 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	var ended, awaiting bool
 	var outcome string
 	st, err := s.updateGoal(ctx, id, func(g *protocol.GoalStatus) error {
+		// fn runs again on a newer record when a write is refused: what
+		// an earlier run found must not outlive it.
+		ended, awaiting, outcome = false, false, ""
 		if protocol.GoalEnded(g.Status) {
 			ended = true
 			return errSkip
@@ -605,16 +627,21 @@ func (s *Service) event(ev protocol.GoalEvent) {
 	if ev.At.IsZero() {
 		ev.At = time.Now().UTC()
 	}
-	subject, err := s.subj.GoalEvents(ev.GoalID)
+	s.publishEvent(ev.GoalID, bus.Encode(ev))
+}
+
+// publishEvent stores an encoded goal event of goal, asynchronously.
+func (s *Service) publishEvent(goal string, data []byte) {
+	subject, err := s.subj.GoalEvents(goal)
 	if err != nil {
 		return
 	}
 	// A message id of its own makes sending it again after a lost ack safe.
 	msg := nats.NewMsg(subject)
-	msg.Data = bus.Encode(ev)
+	msg.Data = data
 	msg.Header.Set(jetstream.MsgIDHeader, newID("e"))
 	if _, err := s.js.PublishMsgAsync(msg); err != nil {
-		s.log.Warn("publish goal event", "goal", ev.GoalID, "kind", ev.Kind, "err", err)
+		s.log.Warn("publish goal event", "goal", goal, "err", err)
 	}
 }
 

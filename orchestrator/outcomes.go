@@ -67,6 +67,14 @@ func (s *Service) writeOutcomes(ctx context.Context) {
 		select {
 		case <-s.outcomeQ.wake:
 			s.flushOutcomes(ctx)
+			// Under load, outcomes that come within outcomeLinger of each
+			// other go in one write per agent (and one re-index of its
+			// card in every registry instance) instead of one each.
+			select {
+			case <-time.After(outcomeLinger):
+			case <-ctx.Done():
+			}
+			continue
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeFlushFor)
 			s.flushOutcomes(fctx)
@@ -76,7 +84,10 @@ func (s *Service) writeOutcomes(ctx context.Context) {
 	}
 }
 
-const outcomeFlushFor = 2 * time.Second
+const (
+	outcomeFlushFor = 2 * time.Second
+	outcomeLinger   = 100 * time.Millisecond
+)
 
 func (s *Service) flushOutcomes(ctx context.Context) {
 	pending, dropped := s.outcomeQ.take()

@@ -171,6 +171,7 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 	}
 	prev := rec.Chat
 	rec.Chat, rec.StreamSeq = next, streamSeq
+	rec.over.Store(next.Ended())
 	rec.due.Store(0) // its deadlines moved: the sweep looks at it next tick
 	if rec.FirstStreamSeq == 0 {
 		rec.FirstStreamSeq = streamSeq
@@ -180,7 +181,7 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 	// Events first: a member may act on the message at once (submit a
 	// sub-goal for its task), and followers of the goal must see the
 	// message before what it causes. Both go out on this connection, in order.
-	s.announce(comm, rec.Chat.GoalID, m)
+	s.announce(comm, rec.Chat.GoalID, m, data)
 	s.fanOut(rec, data)
 	r := protocol.SendReply{Seq: m.Seq, State: m.State}
 	if reply != nil {
@@ -419,11 +420,23 @@ func (s *Service) redeliver(rec *chatRecord) {
 }
 
 // announce publishes the goal events of a logged message.
-func (s *Service) announce(comm, goal string, m protocol.AgentMessage) {
-	s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventMessage, CommID: comm, Message: &m})
+// data is m as logged: the message event carries those bytes rather than
+// encoding m a second time.
+func (s *Service) announce(comm, goal string, m protocol.AgentMessage, data []byte) {
+	s.publishEvent(goal, withMessage(bus.Encode(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventMessage, CommID: comm, At: time.Now().UTC()}), data))
 	for i := range m.Tasks {
 		s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventTaskAssigned, CommID: comm, Task: &m.Tasks[i]})
 	}
+}
+
+// withMessage adds "message": msg (encoded JSON) to an encoded event that
+// has none; an event's JSON object ends with its closing brace.
+func withMessage(event, msg []byte) []byte {
+	out := make([]byte, 0, len(event)+len(msg)+12)
+	out = append(out, event[:len(event)-1]...)
+	out = append(out, `,"message":`...)
+	out = append(out, msg...)
+	return append(out, '}')
 }
 
 // effects publishes what a logged message means outside the chat: task

@@ -308,7 +308,7 @@ func (s *Service) localOpenChats(name string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for comm, rec := range s.active {
-		if slices.Contains(rec.members, name) && !rec.Chat.Ended() {
+		if slices.Contains(rec.members, name) && !rec.over.Load() {
 			out = append(out, comm)
 		}
 	}

@@ -125,6 +125,7 @@ type Service struct {
 	chatKV     jetstream.KeyValue
 	outcomes   jetstream.KeyValue // each agent's finished tasks, for the registry
 	outcomeQ   *outcomeWriter     // what is yet to be written to outcomes
+	known      knownGoals         // the goal records this instance last wrote
 	chats      jetstream.Stream
 	tasks      jetstream.Stream
 	goalStream jetstream.Stream

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -188,7 +189,17 @@ func (w *Worker) Description() string {
 	for _, t := range w.Tools() {
 		names = append(names, t.Name)
 	}
-	return "MCP server " + w.where() + " with tools: " + strings.Join(names, ", ")
+	return "MCP server " + w.name() + " with tools: " + strings.Join(names, ", ")
+}
+
+// name is what the description calls the server: its URL, or its program's
+// file name. A full path would put the words of wherever it is installed
+// into the card, and the registry would match tasks on them.
+func (w *Worker) name() string {
+	if w.cfg.URL != "" {
+		return w.cfg.URL
+	}
+	return filepath.Base(w.cfg.Command[0])
 }
 
 // Close ends the session; a stdio server is stopped.
