@@ -160,6 +160,7 @@ type slot struct {
 
 // searchBufs are per-search scratch arrays indexed by slot.
 type searchBufs struct {
+	soft    softBufs
 	acc     []float64
 	touched []int32 // the slots acc holds a score for; kept to reuse its array
 }
@@ -601,7 +602,7 @@ func (ix *Index) searchOne(ctx context.Context, p prepared, limit int, wh map[st
 			cs[i].dense = float64(dot32(centred, row)) * cs[i].scale
 		}
 	}
-	ix.addSoft(cs, p.soft, p.oov, denseOn)
+	ix.addSoft(cs, p.soft, p.oov, denseOn, &bufs.soft)
 	fused := ix.fuse(cs, denseOn)
 	// Pseudo-relevance feedback: the best cards of the first pass pull the
 	// query vector towards the vocabulary of the domain it is about, which
@@ -647,7 +648,7 @@ const (
 // rest, already ranked below them by the two views, get the lowest soft score.
 const maxSoftPool = 100
 
-func (ix *Index) addSoft(cs []cand, qs []softTerm, oov []oovTerm, denseOn bool) {
+func (ix *Index) addSoft(cs []cand, qs []softTerm, oov []oovTerm, denseOn bool, sb *softBufs) {
 	ids := make([]int32, len(cs))
 	for i, c := range cs {
 		ids[i] = c.id
@@ -659,7 +660,7 @@ func (ix *Index) addSoft(cs []cand, qs []softTerm, oov []oovTerm, denseOn bool) 
 	}
 	soft := make(map[int32]float64, len(ids))
 	low := math.Inf(1)
-	scores, matches := ix.softScores(ids, qs, oov)
+	scores, matches := ix.softScores(ids, qs, oov, sb)
 	match := make(map[int32]float64, len(ids))
 	for i, s := range scores {
 		soft[ids[i]] = s

@@ -93,7 +93,21 @@ func (ix *Index) softTerms(ts []term) []softTerm {
 // like every task. The second slice is the same with the query words that
 // have no vector (oov) counted too, as found in the card verbatim or not:
 // the card's absolute match (Hit.Match).
-func (ix *Index) softScores(ids []int32, qs []softTerm, oov []oovTerm) ([]float64, []float64) {
+// softBufs is softScores' scratch, kept between searches.
+type softBufs struct {
+	words   map[int32]int // card word -> its entry
+	entries []wordSim
+	sims    []float32 // each entry's cosines with the query words, side by side
+}
+
+// wordSim is what a search knows of one card word.
+type wordSim struct {
+	at   int     // where its cosines start in sims
+	best float32 // the best of them
+	spec float64 // its specificity in the index
+}
+
+func (ix *Index) softScores(ids []int32, qs []softTerm, oov []oovTerm, sb *softBufs) ([]float64, []float64) {
 	out := make([]float64, len(ids))
 	match := make([]float64, len(ids))
 	if len(qs) == 0 && len(oov) == 0 {
@@ -114,14 +128,18 @@ func (ix *Index) softScores(ids []int32, qs []softTerm, oov []oovTerm) ([]float6
 	// Each card word met is compared with the query words once per search:
 	// its cosines, their best, and its specificity (a log) are kept in one
 	// entry, the cosines side by side in one array.
-	type wordSim struct {
-		at   int     // where its cosines start in sims
-		best float32 // the best of them
-		spec float64 // its specificity in the index
+	// The scratch comes from sb when given (a search's pooled buffers).
+	if sb == nil {
+		sb = &softBufs{}
 	}
-	words := make(map[int32]int, 8*len(ids))
-	entries := make([]wordSim, 0, 8*len(ids))
-	sims := make([]float32, 0, 8*len(ids)*len(qs))
+	if sb.words == nil {
+		sb.words = make(map[int32]int, 8*len(ids))
+	}
+	words, entries, sims := sb.words, sb.entries[:0], sb.sims[:0]
+	defer func() {
+		clear(words)
+		sb.entries, sb.sims = entries, sims
+	}()
 	specDenom := math.Log(1 + (float64(ix.text.n)+0.5)/0.5)
 	entry := func(id int32, j int) *wordSim {
 		sl := &ix.slots[id]
