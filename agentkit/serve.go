@@ -122,7 +122,12 @@ func (a *agentState) launch(ctx context.Context, m *nats.Msg) (_ *protocol.Launc
 		if isProtocolError(err) {
 			return nil, err
 		}
-		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, bus.ErrNoResponders)) {
+		if ctx.Err() != nil {
+			// This replica is stopping: another one (or this agent
+			// restarted) takes the orchestrator's next attempt.
+			return nil, protocol.Errorf(protocol.ErrUnavailable, "team-up: %s is stopping; send again", a.Card.Name)
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, bus.ErrNoResponders) {
 			// The registry or the model did not answer in time: the
 			// orchestrator asks again (a 503), maybe another replica.
 			return nil, protocol.Errorf(protocol.ErrUnavailable, "team-up: %v", err)

@@ -23,3 +23,10 @@ func (s *Service) HoldShard(key string) (release func()) {
 
 // SameShard reports whether two keys are handled by one shard.
 func (s *Service) SameShard(a, b string) bool { return s.shardOf(a) == s.shardOf(b) }
+
+// MarkStarting marks a chat as having its start message logged now, as
+// team-up does between recording the goal as running and the start entry.
+func (s *Service) MarkStarting(comm string) (done func()) {
+	s.starting.Store(comm, true)
+	return func() { s.starting.Delete(comm) }
+}

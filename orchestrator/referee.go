@@ -113,6 +113,11 @@ func checkAgentMessage(m *protocol.AgentMessage) error {
 // append, fan out.
 func (s *Service) submitMessage(ctx context.Context, comm string, m protocol.AgentMessage, reply func(protocol.SendReply)) (protocol.SendReply, error) {
 	rec, err := s.chatFor(ctx, comm)
+	if errors.Is(err, protocol.ErrNotFound) {
+		if _, ok := s.starting.Load(comm); ok {
+			return protocol.SendReply{}, protocol.Errorf(protocol.ErrUnavailable, "chat %s is starting; send again", comm)
+		}
+	}
 	if err != nil {
 		return protocol.SendReply{}, err
 	}

@@ -126,6 +126,7 @@ type Service struct {
 	outcomes   jetstream.KeyValue // each agent's finished tasks, for the registry
 	outcomeQ   *outcomeWriter     // what is yet to be written to outcomes
 	known      knownGoals         // the goal records this instance last wrote
+	starting   sync.Map           // comm id -> true while its start message is being logged
 	chats      jetstream.Stream
 	tasks      jetstream.Stream
 	goalStream jetstream.Stream

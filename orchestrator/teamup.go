@@ -62,6 +62,11 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 	if err := s.invite(ctx, comm, st, cards, depth); err != nil {
 		return nil, err
 	}
+	// From the moment the goal record names the chat until its start
+	// message is logged, a member that read the record and speaks is told
+	// to send again, not that there is no such chat.
+	s.starting.Store(comm, true)
+	defer s.starting.Delete(comm)
 	st, err = s.updateGoal(ctx, st.GoalID, func(g *protocol.GoalStatus) error {
 		if g.CommID != "" || protocol.GoalEnded(g.Status) {
 			return protocol.Errorf(protocol.ErrConflict, "goal %s changed while its team formed (%s)", g.GoalID, g.Status)

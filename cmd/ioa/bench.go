@@ -595,7 +595,13 @@ func (e *benchEnv) openWireChat(ctx context.Context, launcher string, maxTurns i
 	for time.Now().Before(deadline) {
 		var st protocol.GoalStatus
 		if err := bus.Request(ctx, e.b.Conn(), e.b.Subjects().Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: sub.GoalID}, &st); err == nil && st.CommID != "" {
-			return sub.GoalID, st.CommID, nil
+			// The goal record names the chat a moment before its start
+			// message is logged: the first turn waits for that.
+			history, _ := e.b.Subjects().History(launcher, st.CommID)
+			var h protocol.HistoryReply
+			if bus.Request(ctx, e.b.Conn(), history, protocol.HistoryRequest{Limit: 1}, &h) == nil && h.LastSeq > 0 {
+				return sub.GoalID, st.CommID, nil
+			}
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
