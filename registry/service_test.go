@@ -409,6 +409,14 @@ func TestInstanceKilled(t *testing.T) {
 		eventually(t, 5*time.Second, "both instances see the fleet", func() bool { return s.Len() == len(fleet) })
 	}
 	a.nc.Close()
+	// A request the server routed to a's subscription before it noticed the
+	// connection gone is lost, as with any responder killed mid-flight:
+	// the first search may need sending again. After that nothing is lost.
+	eventually(t, 10*time.Second, "a search answered after the kill", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		return bus.Request(ctx, nc, b.Subjects().Registry(bus.RegistrySearch), protocol.SearchRequest{Query: "translate this French letter", Limit: 1}, nil) == nil
+	})
 	for i := range 20 {
 		if got := searchNames(t, nc, b, protocol.SearchRequest{Query: "translate this French letter", Limit: 1}); !slices.Equal(got, []string{"translator"}) {
 			t.Fatalf("search %d after one instance was killed: %v", i, got)
