@@ -20,14 +20,7 @@ import (
 // endpoint, and messages for chats on other shards are refereed meanwhile.
 func TestStuckChatDoesNotHoldUpTheOthers(t *testing.T) {
 	b := bustest.New(t)
-	orch, err := orchestrator.New(b, orchestrator.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := orch.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = orch.Shutdown(context.Background()) })
+	orch := startOrchestrator(t, b)
 	const stuck = "cstuck0000001"
 	other := ""
 	for i := 0; other == ""; i++ {
@@ -46,7 +39,7 @@ func TestStuckChatDoesNotHoldUpTheOthers(t *testing.T) {
 		return bus.Request(ctx, b.Conn(), subject, protocol.AgentMessage{Type: protocol.MsgDiscussion, ID: id, Content: "hello"}, &reply)
 	}
 	release := orch.HoldShard(stuck)
-	err = send(stuck, "m1")
+	err := send(stuck, "m1")
 	if !errors.Is(err, protocol.ErrUnavailable) || !strings.Contains(err.Error(), "send again") {
 		t.Errorf("a message for the stuck chat: %v, want 503 unavailable at once (send again)", err)
 	}
@@ -58,4 +51,18 @@ func TestStuckChatDoesNotHoldUpTheOthers(t *testing.T) {
 	if err := send(stuck, "m3"); !errors.Is(err, protocol.ErrNotFound) {
 		t.Errorf("a message for the chat once its shard runs again: %v, want not_found from the referee", err)
 	}
+}
+
+// startOrchestrator runs one orchestrator instance on b until the test ends.
+func startOrchestrator(t *testing.T, b *bus.Bus) *orchestrator.Service {
+	t.Helper()
+	orch, err := orchestrator.New(b, orchestrator.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := orch.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = orch.Shutdown(context.Background()) })
+	return orch
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/bus/bustest"
-	"github.com/ioa-nats/ioa/orchestrator"
 )
 
 // A message to a chat whose goal record already names it but whose start
@@ -15,14 +14,7 @@ import (
 // is starting, 404.
 func TestMessageToAChatBeingStartedIsUnavailable(t *testing.T) {
 	b := bustest.New(t)
-	s, err := orchestrator.New(b, orchestrator.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Shutdown(t.Context()) })
+	s := startOrchestrator(t, b)
 	send := func(comm string) error {
 		outbox, _ := b.Subjects().Outbox("alice", comm)
 		return bus.Request(t.Context(), b.Conn(), outbox, protocol.AgentMessage{ID: "m1", Type: protocol.MsgDiscussion, Content: "hi"}, nil)
