@@ -201,25 +201,9 @@ type endChatRequest struct {
 // It gives up after LeaseTTL/2: the lease loop that calls it must go on
 // renewing the other partitions.
 func (s *Service) barrier(ctx context.Context) {
-	timeout := time.After(s.cfg.LeaseTTL / 2)
-	var wg sync.WaitGroup
-	for _, ch := range s.shards {
-		wg.Add(1)
-		select {
-		case ch <- wg.Done:
-		case <-ctx.Done():
-			return
-		case <-timeout:
-			return
-		}
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	case <-timeout:
-	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/2)
+	defer cancel()
+	s.awaitShards(ctx)
 }
 
 // runLeases keeps this instance's partitions: every TTL/10 it renews (what is due), takes

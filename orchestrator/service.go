@@ -557,6 +557,14 @@ func (s *Service) drainShards(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, shardDrainFor)
 	defer cancel()
+	if !s.awaitShards(ctx) {
+		s.log.Warn("stopping with shard jobs still queued", "err", ctx.Err())
+	}
+}
+
+// awaitShards queues a marker on every shard and reports whether all of
+// them ran (so every job queued before did) before ctx ended.
+func (s *Service) awaitShards(ctx context.Context) bool {
 	var wg sync.WaitGroup
 	for _, ch := range s.shards {
 		wg.Add(1)
@@ -564,14 +572,16 @@ func (s *Service) drainShards(ctx context.Context) {
 		case ch <- wg.Done:
 		case <-ctx.Done():
 			wg.Done()
+			return false
 		}
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		return true
 	case <-ctx.Done():
-		s.log.Warn("stopping with shard jobs still queued", "err", ctx.Err())
+		return false
 	}
 }
 

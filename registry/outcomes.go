@@ -43,24 +43,18 @@ type OutcomeEntry struct {
 // maxOutcomeTaskBytes bounds the task text kept per outcome.
 const maxOutcomeTaskBytes = 1024
 
-// casAttempts bounds the compare-and-set attempts of RecordOutcome; between
+// casAttempts bounds the compare-and-set attempts of RecordOutcomes; between
 // two, it waits up to casBackoff, at random, so racing writers spread out.
 const (
 	casAttempts = 50
 	casBackoff  = 5 * time.Millisecond
 )
 
-// RecordOutcome adds a finished task to agent's record in kv (the
-// BucketOutcomes bucket), with compare-and-set so that writers never lose
-// each other's entries, and keeps the latest search.MaxOutcomes.
-func RecordOutcome(ctx context.Context, kv jetstream.KeyValue, agent string, e OutcomeEntry) error {
-	return RecordOutcomes(ctx, kv, agent, e)
-}
-
-// RecordOutcomes adds several finished tasks of agent in one
-// compare-and-set, in order; a writer that collects them (the
-// orchestrator, off its chats' path) pays one read and one write per agent
-// instead of one of each per task.
+// RecordOutcomes adds finished tasks of agent to its record in kv (the
+// BucketOutcomes bucket) in one compare-and-set, in order, so that writers
+// never lose each other's entries, and keeps the latest search.MaxOutcomes.
+// A writer that collects them (the orchestrator, off its chats' path) pays
+// one read and one write per agent instead of one of each per task.
 func RecordOutcomes(ctx context.Context, kv jetstream.KeyValue, agent string, es ...OutcomeEntry) error {
 	if !protocol.ValidName(agent) {
 		return fmt.Errorf("registry: outcome: %q is not a valid agent name", agent)

@@ -40,7 +40,7 @@ func TestOutcomesShared(t *testing.T) {
 	}
 
 	// A failure of the agent ranked second changes nothing...
-	if err := RecordOutcome(ctx, kv, other, OutcomeEntry{TaskID: "c1.t1", Task: "Book a ryokan in Kyoto during the cherry blossom season", Status: protocol.TaskFailed}); err != nil {
+	if err := RecordOutcomes(ctx, kv, other, OutcomeEntry{TaskID: "c1.t1", Task: "Book a ryokan in Kyoto during the cherry blossom season", Status: protocol.TaskFailed}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // let the watch apply it
@@ -50,7 +50,7 @@ func TestOutcomesShared(t *testing.T) {
 		}
 	}
 	// ... a concluded task (the same task id, tried again) puts it first.
-	if err := RecordOutcome(ctx, kv, other, OutcomeEntry{TaskID: "c1.t1", Task: "Book a ryokan in Kyoto during the cherry blossom season", Status: protocol.TaskCompleted}); err != nil {
+	if err := RecordOutcomes(ctx, kv, other, OutcomeEntry{TaskID: "c1.t1", Task: "Book a ryokan in Kyoto during the cherry blossom season", Status: protocol.TaskCompleted}); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range []*Service{s1, s2} {
@@ -86,7 +86,7 @@ func TestRecordOutcome(t *testing.T) {
 	errs := make(chan error, 20)
 	for i := range 20 {
 		wg.Go(func() {
-			errs <- RecordOutcome(ctx, kv, "busy", OutcomeEntry{TaskID: fmt.Sprint("t", i), Task: fmt.Sprint("task ", i), Status: protocol.TaskCompleted})
+			errs <- RecordOutcomes(ctx, kv, "busy", OutcomeEntry{TaskID: fmt.Sprint("t", i), Task: fmt.Sprint("task ", i), Status: protocol.TaskCompleted})
 		})
 	}
 	wg.Wait()
@@ -111,7 +111,7 @@ func TestRecordOutcome(t *testing.T) {
 		t.Fatalf("%d outcomes after 20 concurrent writes", n)
 	}
 	for i := 20; i < 50; i++ {
-		if err := RecordOutcome(ctx, kv, "busy", OutcomeEntry{TaskID: fmt.Sprint("t", i), Task: fmt.Sprint("task ", i), Status: protocol.TaskFailed}); err != nil {
+		if err := RecordOutcomes(ctx, kv, "busy", OutcomeEntry{TaskID: fmt.Sprint("t", i), Task: fmt.Sprint("task ", i), Status: protocol.TaskFailed}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,8 +134,8 @@ func TestRecordOutcome(t *testing.T) {
 		{"busy", OutcomeEntry{Task: "x", Status: "done"}},
 		{"busy", OutcomeEntry{Task: "  ", Status: protocol.TaskFailed}},
 	} {
-		if err := RecordOutcome(ctx, kv, c.agent, c.e); err == nil {
-			t.Errorf("RecordOutcome(%q, %+v): no error", c.agent, c.e)
+		if err := RecordOutcomes(ctx, kv, c.agent, c.e); err == nil {
+			t.Errorf("RecordOutcomes(%q, %+v): no error", c.agent, c.e)
 		}
 	}
 }
