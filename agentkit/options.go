@@ -19,6 +19,7 @@ type options struct {
 	requestTimeout    time.Duration
 	teamupTimeout     time.Duration
 	taskTimeout       time.Duration
+	progressAfter     time.Duration // 0: report task_progress at once
 	policyTimeout     time.Duration
 	policyRetries     int
 	resync            time.Duration
@@ -33,6 +34,7 @@ func defaultOptions() options {
 		requestTimeout:    5 * time.Second,
 		teamupTimeout:     30 * time.Second,
 		taskTimeout:       10 * time.Minute,
+		progressAfter:     50 * time.Millisecond,
 		policyTimeout:     2 * time.Minute,
 		policyRetries:     2,
 		resync:            15 * time.Second,
@@ -92,6 +94,19 @@ func WithTeamupTimeout(d time.Duration) Option {
 // (default 10m).
 func WithTaskTimeout(d time.Duration) Option {
 	return func(o *options) error { o.taskTimeout = d; return positive("task timeout", d) }
+}
+
+// WithProgressAfter sets how long an async task may run before its agent
+// reports task_progress (default 50ms). A task done sooner is acknowledged by
+// its task_result alone; 0 reports progress as soon as the task starts.
+func WithProgressAfter(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("agentkit: progress delay must not be negative, got %v", d)
+		}
+		o.progressAfter = d
+		return nil
+	}
 }
 
 // WithPolicyTimeout bounds each policy call (default 2m).

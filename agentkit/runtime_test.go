@@ -7,10 +7,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
+	"github.com/ioa-nats/ioa/bus/bustest"
 )
 
 const tripGoal = "Get the weather forecast for Paris; look up the population of Paris; then write a short summary of them."
@@ -289,3 +291,36 @@ func (panicky) NextMessage(context.Context, agentkit.Turn) (protocol.AgentMessag
 	panic("policy boom")
 }
 func (panicky) NeedsTeam(context.Context, agentkit.TeamCheck) (string, error) { panic("policy boom") }
+
+// An async task done before progress_after is acknowledged by its result
+// alone: the chat holds one message for it, not a task_progress and a
+// task_result, and the assigner moves on without pausing. A task still
+// running then reports progress first (TestLaunchToConclusion).
+func TestQuickAsyncTaskIsAcknowledgedByItsResult(t *testing.T) {
+	f := newFakeNet(t)
+	tr := newTrip()
+	close(tr.release) // the specialists answer at once
+	// A minute leaves no doubt the tasks end first, on any machine.
+	f.start(append(tr.specialists(), tr.writer()), agentkit.WithProgressAfter(time.Minute))
+	comm := f.launch("lead", protocol.LaunchRequest{GoalID: "g1", Goal: tripGoal, MaxTurns: 20, Depth: 1})
+	log := f.waitLog(comm, "the conclusion", hasType(protocol.MsgConclusion))
+	counts := map[string]int{}
+	for _, m := range log {
+		counts[m.Type]++
+	}
+	if counts[protocol.MsgTaskProgress] != 0 || counts[protocol.MsgPause] != 0 || counts[protocol.MsgTaskResult] != 3 {
+		t.Fatalf("message counts %v: want 3 task results, no task_progress and no pause", counts)
+	}
+}
+
+func TestProgressAfterMustNotBeNegative(t *testing.T) {
+	b := bustest.New(t)
+	nc, err := b.NewConn("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = agentkit.NewRuntime(nc, b.Subjects(), newTrip().specialists(), agentkit.WithProgressAfter(-time.Second))
+	if err == nil || !strings.Contains(err.Error(), "progress delay") {
+		t.Fatalf("err = %v, want the negative progress delay refused", err)
+	}
+}

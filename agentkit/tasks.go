@@ -18,10 +18,13 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 )
 
-// runTask does one assigned task and reports it: for an async task first a
-// task_progress (the chat waits for it before the assigner speaks again),
-// then the task_result. ctx ends with the chat; a task whose chat has ended
-// reports nothing, since the referee refuses late results.
+// runTask does one assigned task and reports it: the task_result, and for
+// an async task that is still running after progressAfter, a task_progress
+// first (the chat waits for one or the other before the assigner speaks
+// again, so a task that ends quickly is acknowledged by its result and the
+// chat carries one message for it, not two). ctx ends with the chat; a task
+// whose chat has ended reports nothing, since the referee refuses late
+// results.
 func (a *agentState) runTask(ctx context.Context, t Task, progress bool) {
 	ctx, span := telemetry.StartAgent(ctx, telemetry.OpExecuteTool, a.Card.Name, t.CommID)
 	defer span.End()
@@ -36,10 +39,23 @@ func (a *agentState) runTask(ctx context.Context, t Task, progress bool) {
 		m.TaskID = t.TaskID
 		return a.send(ctx, t.GoalID, t.CommID, m)
 	}
+	// started is closed once the task_progress is logged (or refused); nil
+	// when none is due or it was not sent.
+	var started chan struct{}
+	var startTimer *time.Timer
 	if progress {
-		m := protocol.AgentMessage{ID: id("p0"), Type: protocol.MsgTaskProgress, Content: a.Card.Name + " started " + t.TaskID}
-		if err := report(ctx, m); err != nil && ctx.Err() == nil {
-			log.Warn("task_progress failed", "err", err)
+		started = make(chan struct{})
+		sendStarted := func() {
+			defer close(started)
+			m := protocol.AgentMessage{ID: id("p0"), Type: protocol.MsgTaskProgress, Content: a.Card.Name + " started " + t.TaskID}
+			if err := report(ctx, m); err != nil && ctx.Err() == nil {
+				log.Warn("task_progress failed", "err", err)
+			}
+		}
+		if after := a.rt.opts.progressAfter; after > 0 {
+			startTimer = time.AfterFunc(after, sendStarted)
+		} else {
+			sendStarted()
 		}
 	}
 	var notes atomic.Int64
@@ -59,6 +75,12 @@ func (a *agentState) runTask(ctx context.Context, t Task, progress bool) {
 	if ctx.Err() != nil {
 		log.Info("task abandoned: the chat ended or the agent is stopping")
 		return
+	}
+	if startTimer != nil && startTimer.Stop() {
+		started = nil // done before it was due: the result acknowledges the task
+	}
+	if started != nil {
+		<-started // a progress already on its way is logged before the result
 	}
 	m := protocol.AgentMessage{ID: id("r"), Type: protocol.MsgTaskResult, TaskStatus: protocol.TaskCompleted, TaskConclusion: res.Conclusion}
 	if err != nil {

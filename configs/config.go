@@ -65,6 +65,7 @@ type Limits struct {
 	GoalTimeout     time.Duration `mapstructure:"goal_timeout"`
 	SpeakerTimeout  time.Duration `mapstructure:"speaker_timeout"`
 	TaskTimeout     time.Duration `mapstructure:"task_timeout"`
+	ProgressAfter   time.Duration `mapstructure:"progress_after"` // an async task still running reports task_progress then
 	MaxChatMessages int           `mapstructure:"max_chat_messages"`
 	AgentRate       float64       `mapstructure:"agent_rate"` // messages per second per agent
 	AgentBurst      int           `mapstructure:"agent_burst"`
@@ -228,6 +229,9 @@ func (c *Config) Validate() error {
 		if v <= 0 {
 			bad(k, "%d must be positive", v)
 		}
+	}
+	if l.ProgressAfter < 0 {
+		bad("limits.progress_after", "%v must not be negative (0 reports progress as a task starts)", l.ProgressAfter)
 	}
 	if l.MaxDepth < 0 {
 		bad("limits.max_depth", "%d must not be negative", l.MaxDepth)

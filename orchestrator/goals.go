@@ -189,6 +189,13 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 			st.Deadline = parent.Deadline
 		}
 	}
+	// A goal this instance launches at once is recorded as forming: the
+	// launch's own write of that status would be a second round trip in a
+	// row on the submitter's path. One forwarded to the partition's owner
+	// (or waiting for one) stays accepted until it is launched.
+	if s.mine(st.GoalID) {
+		st.Status = protocol.GoalForming
+	}
 	// Indexed first: a goal recorded is always found by a takeover.
 	if err := s.markLive(ctx, st.GoalID); err != nil {
 		return st, fmt.Errorf("orchestrator: index goal: %w", err)
@@ -220,18 +227,22 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 // launch asks the launcher to form the team. The team-up request it makes
 // back to the orchestrator starts the chat and marks the goal running.
 func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
-	if _, err := s.updateGoal(ctx, st.GoalID, func(g *protocol.GoalStatus) error {
-		if g.Status != protocol.GoalAccepted && g.Status != protocol.GoalForming {
-			return errSkip
+	// st was read or written just before (a goal recorded as forming at
+	// submit, or one resumed after a takeover); an accepted one is marked.
+	if st.Status != protocol.GoalForming {
+		if _, err := s.updateGoal(ctx, st.GoalID, func(g *protocol.GoalStatus) error {
+			if g.Status != protocol.GoalAccepted && g.Status != protocol.GoalForming {
+				return errSkip
+			}
+			g.Status = protocol.GoalForming
+			return nil
+		}); err != nil {
+			if !errors.Is(err, errSkip) {
+				// Left as it is, the goal would wait in accepted for ever.
+				s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the goal: "+err.Error(), nil)
+			}
+			return
 		}
-		g.Status = protocol.GoalForming
-		return nil
-	}); err != nil {
-		if !errors.Is(err, errSkip) {
-			// Left as it is, the goal would wait in accepted for ever.
-			s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", "could not start the goal: "+err.Error(), nil)
-		}
-		return
 	}
 	subject, err := s.subj.AgentLaunchSubject(st.Launcher)
 	if err != nil {
@@ -287,7 +298,12 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 		return
 	}
 	// A launcher that answers without having formed a team would leave the
-	// goal forming forever.
+	// goal forming forever. The copy this instance kept says so without a
+	// read when the team-up was formed here (almost always); only a copy
+	// without a chat is checked against the record.
+	if g, _, ok := s.known.get(st.GoalID); ok && (g.CommID != "" || protocol.GoalEnded(g.Status)) {
+		return
+	}
 	if g, err := s.readGoal(ctx, st.GoalID); err == nil && g.CommID == "" && !protocol.GoalEnded(g.Status) {
 		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", fmt.Sprintf("launcher %s answered without forming a team", st.Launcher), nil)
 	}
@@ -435,8 +451,14 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		s.log.Warn("finish goal", "goal", id, "err", err)
 		return err
 	}
-	s.unmarkLive(ctx, id)
 	res := *st.Result
+	// The record is the truth and now says ended: the submitter that waits,
+	// wherever its submission was taken, is answered before the rest (the
+	// live index, the event and the result stream each cost a round trip,
+	// and a restart finds the goal ended in its record).
+	if st.ReplyTo != "" {
+		_ = bus.RespondLater(s.nc, st.ReplyTo, res)
+	}
 	s.cfg.Metrics.GoalEnded(status, outcome, time.Since(st.CreatedAt))
 	s.endGoalSpan(st)
 	kind := map[string]string{
@@ -449,10 +471,7 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 			s.log.Warn("publish goal result", "goal", id, "err", err)
 		}
 	}
-	// The submitter that waits, wherever its submission was taken.
-	if st.ReplyTo != "" {
-		_ = bus.RespondLater(s.nc, st.ReplyTo, res)
-	}
+	s.unmarkLive(ctx, id)
 	s.log.Info("goal ended", "goal", id, "status", status, "outcome", outcome, "reason", res.Reason, "turns", res.Turns, "elapsed", res.Elapsed)
 	// A chat still open (a failed launch racing its team-up) is ended by its
 	// referee; children serving this goal's tasks are no longer needed.

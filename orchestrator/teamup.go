@@ -35,9 +35,15 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 			return nil, err
 		}
 	}
-	st, err := s.readGoal(ctx, req.GoalID)
-	if err != nil {
-		return nil, err
+	// The copy this instance kept of the record it last wrote saves a read:
+	// a copy that is not the latest is caught by the compare-and-set that
+	// records the team (as a record changed between a read and that write is).
+	st, _, ok := s.known.get(req.GoalID)
+	if !ok {
+		var err error
+		if st, err = s.readGoal(ctx, req.GoalID); err != nil {
+			return nil, err
+		}
 	}
 	if st.Launcher != req.Launcher {
 		return nil, protocol.Errorf(protocol.ErrForbidden, "%s is not the launcher of goal %s", req.Launcher, req.GoalID)

@@ -181,6 +181,7 @@ func (s *stack) runAgents(cfg *configs.Config, agents []agentkit.Agent) error {
 	rt, err := agentkit.NewRuntime(nc, s.bus.Subjects(), agents,
 		agentkit.WithLogger(s.log.With("service", "agents")),
 		agentkit.WithTaskTimeout(cfg.Limits.TaskTimeout),
+		agentkit.WithProgressAfter(cfg.Limits.ProgressAfter),
 		agentkit.WithCodec(s.bus.Codec()))
 	if err != nil {
 		return err
