@@ -36,6 +36,10 @@ lint:
 bench: ## the performance table (see README)
 	$(GO) run ./cmd/ioa bench
 
+.PHONY: bench-wire
+bench-wire: ## goals/s and latency from outside: examples/loadgen over TCP against bin/ioa serve (LOADGEN_FLAGS="--goals 5000", TEAMS=4)
+	GO=$(GO) BIN=$(BIN) TEAMS=$(or $(TEAMS),1) ./scripts/bench-wire.sh $(LOADGEN_FLAGS)
+
 tools: ## the nats CLI (CLI examples' tests), nats-server (the cluster fault test), the interop tests' npm packages, Chromium (the console's browser test)
 	@command -v nats >/dev/null 2>&1 || [ -x "$$($(GO) env GOPATH)/bin/nats" ] || \
 		(echo "installing the nats CLI"; $(GO) install github.com/nats-io/natscli/nats@v0.5.0)

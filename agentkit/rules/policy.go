@@ -29,9 +29,14 @@ type Config struct {
 	MinMatch float64
 }
 
-// Policy is the rules policy. It keeps no state: everything it needs is in
-// the chat replica (the plan is in Chat.Plan), so it survives restarts.
-type Policy struct{ cfg Config }
+// Policy is the rules policy. Everything it needs is in the chat replica
+// (the plan is in Chat.Plan), so it survives restarts; it only keeps, from
+// team-up to the plan, the registry's answers that formed a team (formed),
+// which a restart merely makes it ask for again.
+type Policy struct {
+	cfg    Config
+	formed *formedTeams
+}
 
 var _ agentkit.Policy = (*Policy)(nil)
 
@@ -46,7 +51,7 @@ func New(cfg Config) *Policy {
 	if cfg.MinMatch == 0 {
 		cfg.MinMatch = protocol.DefaultMinMatch
 	}
-	return &Policy{cfg: cfg}
+	return &Policy{cfg: cfg, formed: &formedTeams{}}
 }
 
 // TeamUp takes the team the goal names, or else, for each clause of the
@@ -83,6 +88,7 @@ func (p *Policy) TeamUp(ctx context.Context, req agentkit.TeamUpRequest) (agentk
 			add(results[i][j].Name)
 		}
 	}
+	p.formed.put(req.GoalID, clauses, results)
 	return agentkit.TeamUpDecision{Members: members}, nil
 }
 
@@ -152,9 +158,12 @@ func (p *Policy) planMessage(ctx context.Context, t agentkit.Turn) protocol.Agen
 	if len(clauses) == 0 {
 		return protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "The goal is empty; there is nothing to do."}
 	}
-	var results [][]protocol.SearchResult
-	var errs []error
-	if t.Registry != nil {
+	// The answers that formed the team give each clause to the member
+	// recruited for it; without them (a named team, a restart) the
+	// registry is asked, deep enough to rank every member.
+	results, formed := p.formed.take(c.GoalID, clauses)
+	errs := make([]error, len(clauses))
+	if !formed && t.Registry != nil {
 		results, errs = searchAll(ctx, t.Registry, clauses, func(text string) protocol.SearchRequest {
 			return protocol.SearchRequest{Query: text, Limit: 100, Exclude: []string{t.Self.Name}}
 		})

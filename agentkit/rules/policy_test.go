@@ -367,3 +367,40 @@ func TestNoCapableAgent(t *testing.T) {
 		t.Fatalf("outcome %s (%s), undone %v", outcome, reason, undone)
 	}
 }
+
+// The plan gives each clause to the member recruited for it from the
+// answers that formed the team, without asking the registry again; a plan
+// for a goal whose team was formed elsewhere asks it.
+func TestPlanReusesTheSearchesThatFormedTheTeam(t *testing.T) {
+	self := protocol.AgentCard{Name: "lead", Description: "leads"}
+	p := rules.New(rules.Config{})
+	r := registry()
+	team, err := p.TeamUp(t.Context(), agentkit.TeamUpRequest{Self: self, GoalID: "g1", Goal: goal, Registry: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	formedBy := r.calls
+	c := chat(func(c *protocol.Chat) {
+		c.Plan, c.Turn, c.LastSeq = "", 0, 1
+		c.Members = append([]string{"lead"}, team.Members...)
+	})
+	// A registry that now answers differently: the plan must not see it.
+	r.byQuery["summarize them"] = []string{"sky"}
+	m, err := p.NextMessage(t.Context(), agentkit.Turn{Self: self, Chat: c, Registry: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "t1 [async] sky: Get the weather in Rome\nt2 [async] census: find the population of Rome\nt3 [sync] outsider: summarize them"
+	if m.UpdatedPlan != want || r.calls != formedBy {
+		t.Fatalf("plan %q after %d more searches; want %q and none", m.UpdatedPlan, r.calls-formedBy, want)
+	}
+	// Taken once: a second plan (another chat of the same goal id, a retry)
+	// asks the registry.
+	m, err = p.NextMessage(t.Context(), agentkit.Turn{Self: self, Chat: c, Registry: r})
+	if err != nil || r.calls == formedBy {
+		t.Fatalf("second plan: %v after %d searches; want the registry asked", err, r.calls-formedBy)
+	}
+	if !strings.Contains(m.UpdatedPlan, "t3 [sync] sky: summarize them") {
+		t.Fatalf("second plan %q: want the registry's new answer", m.UpdatedPlan)
+	}
+}

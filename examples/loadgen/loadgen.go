@@ -1,0 +1,437 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// config is what the flags set.
+type config struct {
+	URL         string        // NATS URL
+	Prefix      string        // subject prefix
+	CredsDir    string        // <agent>.creds files; "" for an insecure server
+	SubmitCreds string        // the submitter's creds; "": CredsDir/admin.creds, or none without CredsDir
+	Teams       int           // teams of one launcher and three workers
+	Goals       int           // goals of the load phase
+	Concurrency int           // goals in flight in the load phase
+	Solo        int           // goals one at a time afterwards
+	GoalTimeout time.Duration // longest wait for one goal's result
+	ReadyWait   time.Duration // longest wait for the server to be ready
+
+	// dropInbox, when set (tests only), makes the agents lose the inbox
+	// messages it returns true for, as core NATS delivery may.
+	dropInbox func(agent string, m message) bool
+	// filled, when set (tests only), hears of each gap filled from history.
+	filled func(agent, comm string)
+}
+
+func defaults() config {
+	return config{
+		URL: "nats://127.0.0.1:4222", Prefix: "ioa", CredsDir: filepath.Join("data", "creds"),
+		Teams: 1, Goals: 1000, Concurrency: 50, Solo: 200,
+		GoalTimeout: 2 * time.Minute, ReadyWait: 30 * time.Second,
+	}
+}
+
+// workersPerTeam is fixed: three sync tasks, one per worker.
+const workersPerTeam = 3
+
+func leadName(i int) string      { return "lg-lead-" + strconv.Itoa(i) }
+func workerName(i, j int) string { return "lg-work-" + strconv.Itoa(i) + "-" + strconv.Itoa(j) }
+
+// agentNames are the names of every agent of cfg, launchers first.
+func agentNames(teams int) []string {
+	var names []string
+	for i := range teams {
+		names = append(names, leadName(i))
+	}
+	for i := range teams {
+		for j := 1; j <= workersPerTeam; j++ {
+			names = append(names, workerName(i, j))
+		}
+	}
+	return names
+}
+
+// errorLog counts errors and keeps the first.
+type errorLog struct {
+	mu    sync.Mutex
+	n     int
+	first error
+}
+
+func (e *errorLog) add(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n++
+	if e.first == nil {
+		e.first = err
+	}
+}
+
+func (e *errorLog) get() (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.n, e.first
+}
+
+// phase is what one series of goals measured.
+type phase struct {
+	goals    int
+	ok       []time.Duration // submit to result, of the goals that concluded
+	failed   int
+	firstErr error
+	wall     time.Duration
+}
+
+// run is the load generator: it starts the teams, waits for the server to
+// be ready, runs the load phase and the solo phase, and prints the table on
+// stdout (progress on stderr). The error is non-nil when a goal did not
+// conclude, or nothing could run.
+func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	if cfg.Teams < 1 || cfg.Goals < 0 || cfg.Concurrency < 1 || cfg.Solo < 0 {
+		return fmt.Errorf("want --teams >= 1, --goals >= 0, --concurrency >= 1, --solo >= 0")
+	}
+	if cfg.GoalTimeout <= 0 {
+		cfg.GoalTimeout = defaults().GoalTimeout
+	}
+	if cfg.SubmitCreds == "" && cfg.CredsDir != "" {
+		cfg.SubmitCreds = filepath.Join(cfg.CredsDir, "admin.creds")
+	}
+	// Every credential first, before any connection: a missing one is a
+	// setup mistake, reported with the command that fixes it.
+	names := agentNames(cfg.Teams)
+	creds := map[string]string{}
+	var missing []string
+	for _, n := range names {
+		f, err := agentCredsFile(cfg.CredsDir, n)
+		switch {
+		case err == nil:
+			creds[n] = f
+		case errors.Is(err, errNoCreds):
+			missing = append(missing, n)
+		default:
+			return err
+		}
+	}
+	if len(missing) > 0 {
+		return missingCreds(cfg.CredsDir, missing)
+	}
+	errs := &errorLog{}
+	submitter, err := newSubmitter(cfg, errs.add)
+	if err != nil {
+		return err
+	}
+	defer submitter.nc.Close()
+
+	actx, stopAgents := context.WithCancel(context.WithoutCancel(ctx))
+	var agents []*agent
+	var beats sync.WaitGroup
+	defer func() {
+		stopAgents()
+		beats.Wait()
+		for _, a := range agents {
+			a.stop()
+		}
+	}()
+	incarnation := "lg" + strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.Itoa(os.Getpid())
+	for i := range cfg.Teams {
+		var workers []string
+		for j := 1; j <= workersPerTeam; j++ {
+			workers = append(workers, workerName(i, j))
+		}
+		team := append([]string{leadName(i)}, workers...)
+		for k, n := range team {
+			nc, err := connect(cfg.URL, creds[n], n, n, errs.add)
+			if err != nil {
+				return err
+			}
+			a := &agent{name: n, lead: k == 0, prefix: cfg.Prefix, nc: nc, errs: errs, drop: cfg.dropInbox, filled: cfg.filled,
+				card: agentCard{Name: n, Type: "tool", Tags: []string{"loadgen"}, Incarnation: incarnation,
+					Description: "A wire agent of the ioa load generator (examples/loadgen): does one numbered step of a load-test goal."}}
+			if a.lead {
+				a.workers = workers
+				a.card.Type = "assistant"
+				a.card.Description = "The launcher of a load-generator team (examples/loadgen): assigns three sync tasks and concludes."
+			}
+			if err := a.start(actx); err != nil {
+				nc.Close()
+				return err
+			}
+			agents = append(agents, a)
+			beats.Go(func() { a.heartbeats(actx) })
+		}
+	}
+	fmt.Fprintf(stderr, "loadgen: %d team(s), %d wire agents registered on %s\n", cfg.Teams, len(agents), cfg.URL)
+	if err := submitter.waitReady(ctx, cfg.ReadyWait, stderr); err != nil {
+		return err
+	}
+
+	load := submitter.series(ctx, "load", cfg.Goals, cfg.Concurrency, 0, stderr)
+	solo := phase{}
+	if cfg.Solo > 0 && ctx.Err() == nil {
+		solo = submitter.series(ctx, "solo", cfg.Solo, 1, cfg.Goals, stderr)
+	}
+	// Every goal has ended (or been given up): stop the agents (they
+	// deregister), then count their errors.
+	stopAgents()
+	beats.Wait()
+	for _, a := range agents {
+		a.stop()
+	}
+	agents = nil
+	agentErrs, firstAgentErr := errs.get()
+
+	printTable(stdout, cfg, load, solo, agentErrs)
+	failed := load.failed + solo.failed
+	total := load.goals + solo.goals
+	firstErr := load.firstErr
+	if firstErr == nil {
+		firstErr = solo.firstErr
+	}
+	if firstErr != nil {
+		fmt.Fprintf(stderr, "loadgen: first goal that did not conclude: %v\n", firstErr)
+	}
+	if firstAgentErr != nil {
+		fmt.Fprintf(stderr, "loadgen: %d agent or connection error(s); the first: %v\n", agentErrs, firstAgentErr)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d goals did not conclude; the first: %v", failed, total, firstErr)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// submitter submits goals with wait:true on its own connection.
+type submitter struct {
+	cfg     config
+	nc      *nats.Conn
+	subject string // <p>.goal.submit, or its identity-bound form
+	health  string
+}
+
+func newSubmitter(cfg config, onErr func(error)) (*submitter, error) {
+	s := &submitter{cfg: cfg, subject: cfg.Prefix + ".goal.submit", health: cfg.Prefix + ".health"}
+	inbox := ""
+	if cfg.SubmitCreds != "" {
+		if _, err := os.Stat(cfg.SubmitCreds); err != nil {
+			return nil, fmt.Errorf("no credentials to submit goals with: %w; a secure ioa serve writes the admin's as <data dir>/creds/admin.creds, or issue a client's with: ioa agent add loadgen --role client --data-dir <ioa data dir> --out %s", err, cfg.SubmitCreds)
+		}
+		id, err := readIdentity(cfg.SubmitCreds)
+		if err != nil {
+			return nil, err
+		}
+		switch id.Role {
+		case "admin":
+		case "client", "agent":
+			// Every identity but the admin submits on the form that
+			// carries its name, and reads replies under its own inbox.
+			s.subject += "." + id.Name
+			inbox = id.Name
+		default:
+			return nil, fmt.Errorf("%s holds the credentials of %s %q, who may not submit goals: use the admin's or a client's (ioa agent add NAME --role client)", cfg.SubmitCreds, id.Role, id.Name)
+		}
+	}
+	nc, err := connect(cfg.URL, cfg.SubmitCreds, inbox, "submitter", onErr)
+	if err != nil {
+		return nil, err
+	}
+	s.nc = nc
+	return s, nil
+}
+
+// waitReady asks <p>.health until the orchestrator says ready.
+func (s *submitter) waitReady(ctx context.Context, wait time.Duration, stderr io.Writer) error {
+	deadline := time.Now().Add(wait)
+	for {
+		var h health
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := request(rctx, s.nc, s.health, struct{}{}, &h)
+		cancel()
+		if err == nil && h.Ready {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%s says %s, waiting for %v", s.health, h.Status, h.Waiting)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the server is not ready after %s: %w", wait, err)
+		}
+		fmt.Fprintf(stderr, "loadgen: waiting for the server: %v\n", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// series submits n goals, conc at a time, numbered from base; goal i goes
+// to team i mod teams.
+func (s *submitter) series(ctx context.Context, name string, n, conc, base int, stderr io.Writer) phase {
+	p := phase{goals: n}
+	var (
+		mu   sync.Mutex
+		next atomic.Int64
+		done atomic.Int64
+		wg   sync.WaitGroup
+	)
+	stopProgress := make(chan struct{})
+	var progress sync.WaitGroup
+	progress.Go(func() {
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-time.After(time.Second):
+				mu.Lock()
+				failed := p.failed
+				mu.Unlock()
+				fmt.Fprintf(stderr, "loadgen: %s: %d/%d goals done, %d not concluded\n", name, done.Load(), n, failed)
+			}
+		}
+	})
+	start := time.Now()
+	for range conc {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				d, err := s.submit(ctx, base+i)
+				done.Add(1)
+				mu.Lock()
+				if err != nil {
+					p.failed++
+					if p.firstErr == nil {
+						p.firstErr = err
+					}
+				} else {
+					p.ok = append(p.ok, d)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	p.wall = time.Since(start)
+	close(stopProgress)
+	progress.Wait()
+	fmt.Fprintf(stderr, "loadgen: %s: %d goals in %s, %d not concluded\n", name, n, p.wall.Round(time.Millisecond), p.failed)
+	return p
+}
+
+// submit runs goal i with wait:true and returns the time from submit to
+// result. A goal that ends other than concluded with every task done is an
+// error.
+func (s *submitter) submit(ctx context.Context, i int) (time.Duration, error) {
+	team := i % s.cfg.Teams
+	var workers []string
+	for j := 1; j <= workersPerTeam; j++ {
+		workers = append(workers, workerName(team, j))
+	}
+	req := goalRequest{
+		Goal:     fmt.Sprintf("Load-test goal %d: three steps, one per worker.", i),
+		Launcher: leadName(team), Team: workers, Wait: true,
+		Timeout: s.cfg.GoalTimeout.String(),
+	}
+	// A wait:true submit is not sent again on a missing reply (that would
+	// start a second goal), only on 503: nobody took it, or the service
+	// asks for it again.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.GoalTimeout+10*time.Second)
+	defer cancel()
+	var res goalResult
+	t0 := time.Now()
+	backoff := 5 * time.Millisecond
+	for {
+		m, err := s.nc.RequestWithContext(ctx, s.subject, mustJSON(req))
+		if err == nil {
+			err = decodeReply(s.subject, m, &res)
+		} else if errors.Is(err, nats.ErrNoResponders) {
+			err = &wireError{Subject: s.subject, Status: 503, Code: "no_responders", Message: "no goal service answers"}
+		}
+		if status(err) != 503 || ctx.Err() != nil {
+			if err != nil {
+				return 0, fmt.Errorf("goal %d: %w", i, err)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("goal %d: %w", i, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 250*time.Millisecond)
+	}
+	d := time.Since(t0)
+	if res.Status != "concluded" || (res.Outcome != "" && res.Outcome != "succeeded") {
+		return 0, fmt.Errorf("goal %d (%s, chat %s): status %s, outcome %s: %s", i, res.GoalID, res.CommID, res.Status, res.Outcome, res.Reason)
+	}
+	return d, nil
+}
+
+// latencies are the p50 and p99 of d.
+func latencies(d []time.Duration) (p50, p99 time.Duration) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	d = slices.Clone(d)
+	slices.Sort(d)
+	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))] }
+	return at(0.50), at(0.99)
+}
+
+func fmtDur(d time.Duration) string {
+	if d < time.Millisecond {
+		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	}
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
+
+func fmtLat(p phase) string {
+	if len(p.ok) == 0 {
+		return "- (no goal concluded)"
+	}
+	p50, p99 := latencies(p.ok)
+	return fmtDur(p50) + " / " + fmtDur(p99)
+}
+
+// printTable prints the figures.
+func printTable(w io.Writer, cfg config, load, solo phase, agentErrs int) {
+	fmt.Fprintf(w, "ioa loadgen over %s: %d team(s) of 1 launcher + %d workers, wire protocol only\n\n", cfg.URL, cfg.Teams, workersPerTeam)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tvalue")
+	fmt.Fprintln(tw, "------\t-----")
+	rate := 0.0
+	if load.wall > 0 {
+		rate = float64(len(load.ok)) / load.wall.Seconds()
+	}
+	fmt.Fprintf(tw, "concluded goals/s (%d in flight)\t%.1f\n", cfg.Concurrency, rate)
+	fmt.Fprintf(tw, "latency under load p50 / p99\t%s\n", fmtLat(load))
+	if cfg.Solo > 0 {
+		fmt.Fprintf(tw, "solo latency p50 / p99 (%d goals, one at a time)\t%s\n", solo.goals, fmtLat(solo))
+	} else {
+		fmt.Fprintf(tw, "solo latency p50 / p99\tskipped (--solo 0)\n")
+	}
+	fmt.Fprintf(tw, "goals not concluded\t%d of %d\n", load.failed+solo.failed, load.goals+solo.goals)
+	fmt.Fprintf(tw, "agent and connection errors\t%d\n", agentErrs)
+	tw.Flush()
+}
