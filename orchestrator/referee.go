@@ -192,10 +192,11 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 	if reply != nil {
 		reply(r)
 	}
-	// The log is the truth and the KV record a summary of it, so busy chats
-	// save it at most once per sweep; a start and an end are saved at once.
+	// The log is the truth and the KV record a summary of it, so chats save
+	// it at most once per sweep tick (a short chat only at its end); an end
+	// is saved at once, before the chat is retired.
 	rec.dirty = true
-	if m.Seq == 1 || rec.Chat.Ended() {
+	if rec.Chat.Ended() {
 		s.saveRecord(ctx, comm, rec)
 	}
 	s.effects(ctx, comm, rec, prev, m)
