@@ -2,13 +2,13 @@ package bus
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	json "github.com/segmentio/encoding/json"
 )
 
 // maxDepth bounds JSON nesting; no protocol payload comes close.

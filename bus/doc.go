@@ -6,4 +6,9 @@
 //
 // Everything above this package sees the same *Bus whether NATS runs in the
 // process or elsewhere.
+//
+// The codec's JSON is github.com/segmentio/encoding/json: the encoding/json
+// API, behaviour and error types (aliases), three to four times faster at
+// decoding the protocol's messages. Every logged message is decoded by each
+// member of its chat, so this was a tenth of the CPU of a goal.
 package bus

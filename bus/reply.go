@@ -2,7 +2,6 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -11,6 +10,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	json "github.com/segmentio/encoding/json"
 )
 
 // Headers of the NATS micro error convention.

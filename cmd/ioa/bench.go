@@ -601,7 +601,7 @@ func (e *benchEnv) newWireMember(ctx context.Context, name string, team []string
 			CommID string `json:"comm_id"`
 			Seq    uint64 `json:"seq"`
 		}
-		if json.Unmarshal(m.Data, &am) == nil {
+		if (bus.Codec{}).DecodeLogged(m.Data, &am) == nil { // as agentkit decodes its inbox
 			w.mu.Lock()
 			w.last[am.CommID] = max(w.last[am.CommID], am.Seq)
 			w.cond.Broadcast()
