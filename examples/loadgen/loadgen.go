@@ -179,6 +179,10 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	// The reference: a request-reply to the server and back over the same
+	// TCP connection (its health endpoint answers from memory), the floor
+	// under each of a goal's sequential steps.
+	ref := submitter.roundTrips(ctx, 500)
 	load := submitter.series(ctx, "load", cfg.Goals, cfg.Concurrency, 0, stderr)
 	solo := phase{}
 	if cfg.Solo > 0 && ctx.Err() == nil {
@@ -194,7 +198,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	agents = nil
 	agentErrs, firstAgentErr := errs.get()
 
-	printTable(stdout, cfg, load, solo, agentErrs)
+	printTable(stdout, cfg, ref, load, solo, agentErrs)
 	failed := load.failed + solo.failed
 	total := load.goals + solo.goals
 	firstErr := load.firstErr
@@ -281,6 +285,24 @@ func (s *submitter) waitReady(ctx context.Context, wait time.Duration, stderr io
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// roundTrips times n health requests one after another.
+func (s *submitter) roundTrips(ctx context.Context, n int) phase {
+	p := phase{goals: n}
+	for range n {
+		var h health
+		t0 := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := request(rctx, s.nc, s.health, struct{}{}, &h)
+		cancel()
+		if err != nil {
+			p.failed++
+			continue
+		}
+		p.ok = append(p.ok, time.Since(t0))
+	}
+	return p
 }
 
 // series submits n goals, conc at a time, numbered from base; goal i goes
@@ -415,7 +437,7 @@ func fmtLat(p phase) string {
 }
 
 // printTable prints the figures.
-func printTable(w io.Writer, cfg config, load, solo phase, agentErrs int) {
+func printTable(w io.Writer, cfg config, ref, load, solo phase, agentErrs int) {
 	fmt.Fprintf(w, "ioa loadgen over %s: %d team(s) of 1 launcher + %d workers, wire protocol only\n\n", cfg.URL, cfg.Teams, workersPerTeam)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tvalue")
@@ -431,6 +453,7 @@ func printTable(w io.Writer, cfg config, load, solo phase, agentErrs int) {
 	} else {
 		fmt.Fprintf(tw, "solo latency p50 / p99\tskipped (--solo 0)\n")
 	}
+	fmt.Fprintf(tw, "reference: request-reply to the server p50 / p99\t%s\n", fmtLat(ref))
 	fmt.Fprintf(tw, "goals not concluded\t%d of %d\n", load.failed+solo.failed, load.goals+solo.goals)
 	fmt.Fprintf(tw, "agent and connection errors\t%d\n", agentErrs)
 	tw.Flush()

@@ -73,6 +73,7 @@ func TestRun(t *testing.T) {
 		`concluded goals/s \(5 in flight\)\s+[0-9]+\.[0-9]\n`,
 		`latency under load p50 / p99\s+[0-9.]+ (ms|µs) / [0-9.]+ (ms|µs)\n`,
 		`solo latency p50 / p99 \(3 goals, one at a time\)\s+[0-9.]+ (ms|µs) / [0-9.]+ (ms|µs)\n`,
+		`reference: request-reply to the server p50 / p99\s+[0-9.]+ (ms|µs) / [0-9.]+ (ms|µs)\n`,
 		`goals not concluded\s+0 of 23\n`,
 		`agent and connection errors\s+0\n`,
 	} {
