@@ -1,12 +1,16 @@
 package orchestrator_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/orchestrator"
+	"github.com/nats-io/nats.go"
 )
 
 // scriptedLead walks a chat through every state: discussion, async tasks,
@@ -134,5 +138,62 @@ func TestGoalThroughEveryStateWithWireAgents(t *testing.T) {
 	}
 	if n := info.CachedInfo().State.Msgs; n != 3 {
 		t.Fatalf("task stream has %d results, want 3", n)
+	}
+}
+
+// Team-ups a second apart ask the registry for each member's card once: a
+// card found online is taken for cardFresh. A member gone meanwhile is
+// still refused once that second has passed.
+func TestTeamUpsReuseMembersCards(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{})
+	ctx := t.Context()
+	lead := newWireAgent(t, w.b, card("lead", "leads the team"))
+	lead.team = []string{"alpha"}
+	lead.speak = func(c protocol.Chat) *protocol.AgentMessage {
+		return &protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "done"}
+	}
+	alpha := newWireAgent(t, w.b, card("alpha", "counts"))
+	for _, a := range []*wireAgent{lead, alpha} {
+		a.start(ctx)
+	}
+	gets := make(chan string, 100)
+	sub, err := w.b.Conn().Subscribe(w.b.Subjects().Registry(bus.RegistryGet), func(m *nats.Msg) {
+		var req protocol.NameRequest
+		if json.Unmarshal(m.Data, &req) == nil {
+			gets <- req.Name
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	_ = w.b.Conn().Flush()
+	count := func() map[string]int {
+		n := map[string]int{}
+		for {
+			select {
+			case name := <-gets:
+				n[name]++
+			case <-time.After(100 * time.Millisecond):
+				return n
+			}
+		}
+	}
+	for i := range 2 {
+		if res := w.submitWait(t, protocol.GoalRequest{Goal: "count", Launcher: "lead"}); res.Status != protocol.GoalConcluded {
+			t.Fatalf("goal %d: %+v", i, res)
+		}
+	}
+	if n := count(); n["alpha"] != 1 || n["lead"] != 1 {
+		t.Fatalf("registry gets in two team-ups: %v, want one each for lead and alpha", n)
+	}
+	// alpha leaves: once the card is older than a second the registry is
+	// asked again and the team-up refused.
+	if err := bus.Request(ctx, alpha.nc, w.b.Subjects().Registry(bus.RegistryDeregister), protocol.NameRequest{Name: "alpha"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if res := w.submitWait(t, protocol.GoalRequest{Goal: "count", Launcher: "lead"}); res.Status != protocol.GoalFailed {
+		t.Fatalf("goal with a deregistered member: %+v, want failed", res)
 	}
 }

@@ -58,3 +58,40 @@ func (s *Service) gone(ctx context.Context, name string) bool {
 	s.live.mu.Unlock()
 	return !online
 }
+
+// cardFresh is how long a member's card, found online, is taken without
+// asking the registry again. Busy agents join many teams a second, and each
+// team-up asked the registry for every member's card; a card re-registered
+// or a member gone within the last second is seen a second late, which the
+// invitation (no responder) and the referee's liveness checks cover.
+const cardFresh = time.Second
+
+// onlineCards keeps the cards of members the registry said were online.
+type onlineCards struct {
+	mu   sync.Mutex
+	byID map[string]cardEntry
+}
+
+type cardEntry struct {
+	card protocol.AgentCard
+	at   time.Time
+}
+
+func (c *onlineCards) get(name string) (protocol.AgentCard, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byID[name]
+	if !ok || time.Since(e.at) >= cardFresh {
+		return protocol.AgentCard{}, false
+	}
+	return e.card, true
+}
+
+func (c *onlineCards) put(name string, card protocol.AgentCard) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byID == nil || len(c.byID) >= 4096 {
+		c.byID = map[string]cardEntry{} // past the bound, start over: each is only a saved request
+	}
+	c.byID[name] = cardEntry{card: card, at: time.Now()}
+}

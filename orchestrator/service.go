@@ -144,6 +144,7 @@ type Service struct {
 	shards []chan func()
 	limits *rateLimits
 	live   liveness
+	cards  onlineCards // members' cards the registry said were online, for a second
 
 	ready      chan struct{} // closed when the goal endpoints are open
 	readyMu    sync.Mutex
@@ -466,6 +467,9 @@ func (s *Service) online(ctx context.Context, name string) error {
 }
 
 func (s *Service) agentInfo(ctx context.Context, name string) (protocol.AgentCard, error) {
+	if card, ok := s.cards.get(name); ok {
+		return card, nil
+	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var info protocol.AgentInfo
@@ -478,6 +482,7 @@ func (s *Service) agentInfo(ctx context.Context, name string) (protocol.AgentCar
 	case !info.Online:
 		return info.AgentCard, protocol.Errorf(protocol.ErrConflict, "member %s is offline", name)
 	}
+	s.cards.put(name, info.AgentCard)
 	return info.AgentCard, nil
 }
 
