@@ -44,7 +44,16 @@ func TestNextCheckIsTheFirstDeadline(t *testing.T) {
 		t.Errorf("silent speaker past goneCheckAfter: next check in %v, want %v", got.Sub(now), goneRecheck)
 	}
 	fresh := &chatRecord{Chat: speaking, TurnSince: now.Add(-time.Second), nudged: 2}
-	if got := s.nextCheck(fresh, now); !got.Equal(now.Add(maxCheckEvery)) {
-		t.Errorf("speaker 1s in: next check in %v, want %v (its liveness check is %v away)", got.Sub(now), maxCheckEvery, goneCheckAfter-time.Second)
+	if got := s.nextCheck(fresh, now); !got.Equal(now.Add(goneCheckAfter - time.Second)) {
+		t.Errorf("speaker 1s in: next check in %v, want its liveness check, %v away", got.Sub(now), goneCheckAfter-time.Second)
+	}
+	// An end not recorded yet, or a record to rebuild, is retried soon.
+	for _, rec := range []*chatRecord{
+		{Chat: protocol.Chat{State: protocol.StateConclusion}, nudged: 2},
+		{Chat: protocol.Chat{State: protocol.StatePause}, nudged: 2, stale: true},
+	} {
+		if got := s.nextCheck(rec, now); !got.Equal(now.Add(retryCheckEvery)) {
+			t.Errorf("state %s stale %v: next check in %v, want %v", rec.Chat.State, rec.stale, got.Sub(now), retryCheckEvery)
+		}
 	}
 }
