@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/backoff"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -254,17 +256,52 @@ func (s *Service) dropPartitions(ps []int) {
 }
 
 // startLaunch has the owner of the goal's partition launch it: this
-// instance, or the owner it forwards to. With no owner now, the instance
-// that takes the partition launches it when it resumes the partition.
+// instance, or the owner it forwards to.
 func (s *Service) startLaunch(ctx context.Context, st protocol.GoalStatus) {
 	if s.mine(st.GoalID) {
 		s.wg.Go(func() { s.launch(ctx, st) })
 		return
 	}
-	if owner := s.lease.ownerOf(partitionOf(st.GoalID, s.cfg.Partitions)); owner != "" {
-		s.sendRef(owner, "", []byte(st.GoalID), "", 1, opLaunch)
+	s.wg.Go(func() { s.forwardLaunch(ctx, st) })
+}
+
+// forwardLaunch forwards the launch of a goal recorded here to the owner of
+// its partition, and again while the record still says accepted: a forward
+// is a plain publish, lost when the owner's connection is moving to another
+// server, sent to an owner whose lease just ran out, or when there is no
+// owner yet; the instance that takes a partition over launches its
+// accepted goals, but a lost forward to an owner that keeps the partition
+// left the goal accepted until its timeout (a fault test found one after a
+// NATS node was killed). Launching twice is safe: team-up is idempotent per
+// goal and launchOwned skips a goal no longer accepted.
+func (s *Service) forwardLaunch(ctx context.Context, st protocol.GoalStatus) {
+	id := st.GoalID
+	for pace := backoff.New(forwardRecheck, 4*forwardRecheck); ; {
+		if s.mine(id) {
+			if cur, err := s.readGoal(ctx, id); err == nil && cur.Status == protocol.GoalAccepted {
+				s.launch(ctx, cur)
+			}
+			return
+		}
+		if owner := s.lease.ownerOf(partitionOf(id, s.cfg.Partitions)); owner != "" && owner != s.id {
+			s.sendRef(owner, "", []byte(id), "", 1, opLaunch)
+		}
+		if !pace.Wait(ctx) {
+			return
+		}
+		cur, err := s.readGoal(ctx, id)
+		if err == nil && cur.Status != protocol.GoalAccepted {
+			return // launched (or ended)
+		}
+		if (err != nil && !errors.Is(err, protocol.ErrUnavailable)) || time.Now().After(st.Deadline) {
+			return // gone, or the sweep of its owner times it out
+		}
 	}
 }
+
+// forwardRecheck is how long a forwarded launch is given before the record
+// is read to see whether it left accepted.
+const forwardRecheck = 500 * time.Millisecond
 
 // launchOwned launches a goal forwarded to this instance.
 func (s *Service) launchOwned(ctx context.Context, goalID string, hops int) {
