@@ -110,6 +110,10 @@ func TestInstancesShareChatsAndTakeOverFromOneThatDies(t *testing.T) {
 			c, _ := strconv.Atoi(m[2])
 			return strconv.Itoa(a * c), nil
 		}))
+	// Registered after the agents' cleanup, so it runs first: a test that
+	// fails before the release lets the blocked tasks end, and the agents'
+	// runtime stop, instead of hanging until the package's timeout.
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	st.WaitOnline(t, "coordinator")
 	// Every instance gets a share of the partitions.
 	waitFor(t, "partitions shared by the instances", func() bool {
@@ -149,7 +153,9 @@ func TestInstancesShareChatsAndTakeOverFromOneThatDies(t *testing.T) {
 	// Wait until every goal is under way (its team formed), then kill the
 	// second instance mid-goals.
 	var running []string
-	waitFor(t, "every goal running", func() bool {
+	// 24 team-ups on three instances whose leases (TTL 1s) move under a
+	// loaded CI machine take longer than waitFor's 20 s there.
+	waitForWithin(t, time.Minute, "every goal running", func() bool {
 		var list protocol.GoalListReply
 		if err := bus.Request(t.Context(), nc, b.Subjects().Goal(bus.GoalList), protocol.GoalListRequest{Status: "running"}, &list); err != nil {
 			return false
