@@ -21,42 +21,18 @@ const (
 	livenessAsk    = time.Second
 )
 
-type liveness struct {
-	mu   sync.Mutex
-	seen map[string]livenessEntry
-}
-
-type livenessEntry struct {
-	online bool
-	at     time.Time
-}
-
 // gone reports whether the registry says name is offline. A registry that
 // does not answer, or an agent it no longer knows, tells nothing: only a
 // clear "offline" counts.
 func (s *Service) gone(ctx context.Context, name string) bool {
-	now := time.Now()
-	s.live.mu.Lock()
-	e, ok := s.live.seen[name]
-	s.live.mu.Unlock()
-	if ok && now.Sub(e.at) < livenessFresh {
-		return !e.online
+	a, ok := s.answers.cached(name, livenessFresh)
+	if !ok {
+		var err error
+		if a, err = s.answers.ask(ctx, s, name, livenessAsk); err != nil {
+			return false
+		}
 	}
-	actx, cancel := context.WithTimeout(ctx, livenessAsk)
-	defer cancel()
-	var info protocol.AgentInfo
-	err := bus.Request(actx, s.nc, s.subj.Registry(bus.RegistryGet), protocol.NameRequest{Name: name}, &info)
-	if err != nil && !errors.Is(err, protocol.ErrNotFound) {
-		return false
-	}
-	online := err != nil || info.Online // unregistered: not ours to judge
-	s.live.mu.Lock()
-	if s.live.seen == nil || len(s.live.seen) > 4096 {
-		s.live.seen = map[string]livenessEntry{}
-	}
-	s.live.seen[name] = livenessEntry{online: online, at: now}
-	s.live.mu.Unlock()
-	return !online
+	return a.registered && !a.info.Online
 }
 
 // cardFresh is how long a member's card, found online, is taken without
@@ -66,32 +42,46 @@ func (s *Service) gone(ctx context.Context, name string) bool {
 // invitation (no responder) and the referee's liveness checks cover.
 const cardFresh = time.Second
 
-// onlineCards keeps the cards of members the registry said were online.
-type onlineCards struct {
-	mu   sync.Mutex
-	byID map[string]cardEntry
+// registryAnswers keeps the registry's last answer about each agent, for
+// the team-up (cardFresh, online answers only) and the liveness checks
+// (livenessFresh) alike.
+type registryAnswers struct {
+	mu     sync.Mutex
+	byName map[string]registryAnswer
 }
 
-type cardEntry struct {
-	card protocol.AgentCard
-	at   time.Time
+type registryAnswer struct {
+	info       protocol.AgentInfo
+	registered bool // false: the registry does not know the name
+	at         time.Time
 }
 
-func (c *onlineCards) get(name string) (protocol.AgentCard, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.byID[name]
-	if !ok || time.Since(e.at) >= cardFresh {
-		return protocol.AgentCard{}, false
+// cached returns the last answer about name if it is younger than fresh.
+func (r *registryAnswers) cached(name string, fresh time.Duration) (registryAnswer, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.byName[name]
+	return a, ok && time.Since(a.at) < fresh
+}
+
+// ask asks the registry about name (within timeout) and keeps what it
+// says. err is only for a registry that did not answer.
+func (r *registryAnswers) ask(ctx context.Context, s *Service, name string, timeout time.Duration) (registryAnswer, error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	a := registryAnswer{at: time.Now(), registered: true}
+	err := bus.Request(rctx, s.nc, s.subj.Registry(bus.RegistryGet), protocol.NameRequest{Name: name}, &a.info)
+	if errors.Is(err, protocol.ErrNotFound) {
+		a.registered, err = false, nil
 	}
-	return e.card, true
-}
-
-func (c *onlineCards) put(name string, card protocol.AgentCard) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byID == nil || len(c.byID) >= 4096 {
-		c.byID = map[string]cardEntry{} // past the bound, start over: each is only a saved request
+	if err != nil {
+		return a, err
 	}
-	c.byID[name] = cardEntry{card: card, at: time.Now()}
+	r.mu.Lock()
+	if r.byName == nil || len(r.byName) >= 4096 {
+		r.byName = map[string]registryAnswer{} // past the bound, start over: each is only a saved request
+	}
+	r.byName[name] = a
+	r.mu.Unlock()
+	return a, nil
 }

@@ -139,12 +139,11 @@ type Service struct {
 	foreignCount atomic.Uint64       // foreign log entries found
 	reported     map[uint64]struct{} // stream seqs of foreign entries reported, under mu
 
-	svc    micro.Service
-	runCtx context.Context
-	shards []chan func()
-	limits *rateLimits
-	live   liveness
-	cards  onlineCards // members' cards the registry said were online, for a second
+	svc     micro.Service
+	runCtx  context.Context
+	shards  []chan func()
+	limits  *rateLimits
+	answers registryAnswers // the registry's last word on each agent: team-up and liveness
 
 	ready      chan struct{} // closed when the goal endpoints are open
 	readyMu    sync.Mutex
@@ -467,23 +466,22 @@ func (s *Service) online(ctx context.Context, name string) error {
 }
 
 func (s *Service) agentInfo(ctx context.Context, name string) (protocol.AgentCard, error) {
-	if card, ok := s.cards.get(name); ok {
-		return card, nil
+	// Only an online answer is taken again: a member not registered or
+	// offline a moment ago may be starting (memberCards waits for it).
+	a, ok := s.answers.cached(name, cardFresh)
+	if !ok || !a.registered || !a.info.Online {
+		var err error
+		if a, err = s.answers.ask(ctx, s, name, 5*time.Second); err != nil {
+			return a.info.AgentCard, protocol.Errorf(protocol.ErrUnavailable, "registry: %v", err)
+		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var info protocol.AgentInfo
-	err := bus.Request(rctx, s.nc, s.subj.Registry(bus.RegistryGet), protocol.NameRequest{Name: name}, &info)
 	switch {
-	case errors.Is(err, protocol.ErrNotFound):
-		return info.AgentCard, protocol.Errorf(protocol.ErrNotFound, "member %s is not registered", name)
-	case err != nil:
-		return info.AgentCard, protocol.Errorf(protocol.ErrUnavailable, "registry: %v", err)
-	case !info.Online:
-		return info.AgentCard, protocol.Errorf(protocol.ErrConflict, "member %s is offline", name)
+	case !a.registered:
+		return a.info.AgentCard, protocol.Errorf(protocol.ErrNotFound, "member %s is not registered", name)
+	case !a.info.Online:
+		return a.info.AgentCard, protocol.Errorf(protocol.ErrConflict, "member %s is offline", name)
 	}
-	s.cards.put(name, info.AgentCard)
-	return info.AgentCard, nil
+	return a.info.AgentCard, nil
 }
 
 // handleHealth answers <p>.health, whatever the body: starting or ready.
