@@ -143,6 +143,9 @@ func (a *agentState) subgoal(ctx context.Context, t Task, text string) (Result, 
 		Parent:   &protocol.ParentRef{GoalID: t.GoalID, CommID: t.CommID, TaskID: t.TaskID},
 		MaxDepth: &depth,
 		Wait:     true,
+		// One nested team per task: the same task run again (after a
+		// restart) joins the goal the first run submitted.
+		IdempotencyKey: "subgoal/" + t.GoalID + "/" + t.CommID + "/" + t.TaskID,
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		// The orchestrator should give up a little before we stop waiting,

@@ -2,10 +2,12 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/nats-io/nats.go"
@@ -198,6 +200,22 @@ func RequestHeader(ctx context.Context, nc *nats.Conn, subject string, h nats.He
 		return fmt.Errorf("reply from %s: %w", subject, err)
 	}
 	return nil
+}
+
+// RequestAgain is Request for a request that is safe to send twice (a
+// goal.submit with an idempotency key): one whose answer has not come within
+// each is sent again, until ctx ends. A request or its answer can be lost on
+// the way (core NATS delivers at most once, and a cluster's routes may
+// reconnect in between); waiting longer for it would not bring it.
+func RequestAgain(ctx context.Context, nc *nats.Conn, subject string, each time.Duration, in, out any) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, each)
+		err := Request(actx, nc, subject, in, out)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // ErrNoResponders matches (errors.Is) a request nobody was subscribed to

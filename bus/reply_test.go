@@ -3,10 +3,12 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -68,5 +70,58 @@ func TestHandleConcurrently(t *testing.T) {
 	}
 	if err := bus.Request(ctx, nc, "test.echo", []byte(`{"text":`), nil); !errors.Is(err, protocol.ErrInvalid) {
 		t.Errorf("malformed JSON: %v, want invalid", err)
+	}
+}
+
+// RequestAgain sends a request whose answer does not come again, and
+// stops when its context ends; an error reply is not sent again.
+func TestRequestAgainResendsALostRequest(t *testing.T) {
+	b := bustest.New(t)
+	nc := b.Conn()
+	ctx := t.Context()
+	var mu sync.Mutex
+	seen := 0
+	if _, err := nc.Subscribe("test.lossy", func(m *nats.Msg) {
+		mu.Lock()
+		seen++
+		n := seen
+		mu.Unlock()
+		if n == 1 {
+			return // the first copy is lost
+		}
+		_ = m.Respond(bus.Encode(echoReq{Text: "answered copy " + strconv.Itoa(n)}))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Subscribe("test.refuse", func(m *nats.Msg) {
+		mu.Lock()
+		seen++
+		mu.Unlock()
+		_ = m.RespondMsg(bus.ErrorMsg(m.Reply, protocol.Errorf(protocol.ErrInvalid, "no")))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var out echoReq
+	if err := bus.RequestAgain(ctx, nc, "test.lossy", 100*time.Millisecond, echoReq{Text: "x"}, &out); err != nil || out.Text != "answered copy 2" {
+		t.Fatalf("lost first copy: %+v, %v; want the second copy answered", out, err)
+	}
+	mu.Lock()
+	seen = 0
+	mu.Unlock()
+	if err := bus.RequestAgain(ctx, nc, "test.refuse", 100*time.Millisecond, echoReq{}, nil); !errors.Is(err, protocol.ErrInvalid) {
+		t.Fatalf("refused: err = %v, want the 400", err)
+	}
+	mu.Lock()
+	if seen != 1 {
+		t.Errorf("a refused request was sent %d times, want once", seen)
+	}
+	mu.Unlock()
+	if _, err := nc.Subscribe("test.silent", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 350*time.Millisecond)
+	defer cancel()
+	if err := bus.RequestAgain(sctx, nc, "test.silent", 100*time.Millisecond, echoReq{}, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("never answered: err = %v, want the deadline", err)
 	}
 }

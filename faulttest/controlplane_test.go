@@ -130,7 +130,8 @@ func (l *load) run(t *testing.T, nc *nats.Conn, subj bus.Subjects, base int, sto
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		req := protocol.GoalRequest{Goal: fmt.Sprintf("Do step one of job %d, then do step two of job %d.", n, n)}
+		// Keyed: a submission sent again after a lost answer is the same goal.
+		req := protocol.GoalRequest{Goal: fmt.Sprintf("Do step one of job %d, then do step two of job %d.", n, n), IdempotencyKey: fmt.Sprintf("job-%d", n)}
 		if n%3 != 0 {
 			req.Team = []string{"w0", "w1", "w2"}
 		}

@@ -290,9 +290,13 @@ func runUnderKill(t *testing.T, c *realCluster, nc *nats.Conn, js jetstream.JetS
 			if clauses > 2 {
 				parts[clauses-1] = "then " + parts[clauses-1]
 			}
+			// Core NATS may lose a request or its answer while the
+			// cluster's routes reconnect (CI saw one lost before any
+			// kill): the key makes sending it again safe.
 			var reply protocol.SubmitReply
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-			err := bus.Request(ctx, nc, subj.Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: strings.Join(parts, "; ") + ".", Team: team}, &reply)
+			req := protocol.GoalRequest{Goal: strings.Join(parts, "; ") + ".", Team: team, IdempotencyKey: fmt.Sprintf("job-%d", n)}
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			err := bus.RequestAgain(ctx, nc, subj.Goal(bus.GoalSubmit), 10*time.Second, req, &reply)
 			cancel()
 			if err != nil {
 				r.submitErrors++

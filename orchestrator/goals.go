@@ -33,6 +33,16 @@ func newID(prefix string) string {
 	return prefix + string(b)
 }
 
+// goalID is the id of a new goal: derived from the submitter and the
+// idempotency key when there is one, else random and, when it can be, in a
+// partition this instance owns.
+func (s *Service) goalID(req protocol.GoalRequest) string {
+	if req.IdempotencyKey != "" {
+		return keyedGoalID(req.Submitter, req.IdempotencyKey)
+	}
+	return s.ownedID("g", "")
+}
+
 // parseGoalRequest accepts a GoalRequest object or a plain-text goal.
 func (s *Service) parseGoalRequest(data []byte) (protocol.GoalRequest, error) {
 	var req protocol.GoalRequest
@@ -105,9 +115,32 @@ func (s *Service) submit(ctx context.Context, caller string, data []byte, replyT
 	if req.Wait {
 		wait = replyTo
 	}
-	st, err := s.createGoal(ctx, req, wait, traceParent)
-	if err != nil {
+	fail := func(err error) {
+		if protocol.AsError(err).Status >= 500 {
+			// Not the submitter's fault: an operator should see it.
+			s.log.Warn("submission failed", "submitter", caller, "err", err)
+		}
 		_ = bus.RespondErrorLater(s.nc, replyTo, err)
+	}
+	if req.IdempotencyKey != "" {
+		if done, err := s.resubmitted(ctx, req, wait, replyTo); err != nil {
+			fail(err)
+			return
+		} else if done {
+			return
+		}
+	}
+	st, err := s.createGoal(ctx, req, wait, traceParent)
+	if req.IdempotencyKey != "" && errors.Is(err, jetstream.ErrKeyExists) {
+		// The same key sent twice at once: the other copy created the goal.
+		if done, rerr := s.resubmitted(ctx, req, wait, replyTo); done {
+			if err = rerr; err == nil {
+				return
+			}
+		}
+	}
+	if err != nil {
+		fail(err)
 		return
 	}
 	if wait == "" {
@@ -121,7 +154,7 @@ func (s *Service) submit(ctx context.Context, caller string, data []byte, replyT
 func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, replyTo, traceParent string) (_ protocol.GoalStatus, err error) {
 	now := time.Now().UTC()
 	st := protocol.GoalStatus{
-		GoalID: s.ownedID("g", ""), Status: protocol.GoalAccepted, Goal: req.Goal, ReplyTo: replyTo,
+		GoalID: s.goalID(req), Status: protocol.GoalAccepted, Goal: req.Goal, ReplyTo: replyTo,
 		Launcher: req.Launcher, Team: slices.Clone(req.Team), CreatedAt: now, UpdatedAt: now,
 		MaxTurns: s.cfg.MaxTurns, MaxDepth: s.cfg.MaxDepth, Timeout: protocol.Duration(s.cfg.GoalTimeout),
 		Children: []string{}, Submitter: req.Submitter, ApproveBy: req.ApproveBy,
@@ -159,7 +192,7 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 		st.TraceParent = telemetry.TraceParent(gctx)
 		defer func() {
 			if err != nil {
-				s.goalSpans.Delete(st.GoalID)
+				s.goalSpans.CompareAndDelete(st.GoalID, span)
 				telemetry.Fail(span, err)
 				span.End()
 			}

@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Version is the protocol version carried in AgentMessage.V.
@@ -184,6 +185,10 @@ type GoalRequest struct {
 	// ApproveBy names a person (an agent of type human) whose approval the
 	// team's conclusion needs before the goal concludes.
 	ApproveBy string `json:"approve_by,omitempty"`
+	// IdempotencyKey makes the submission safe to send again: the same
+	// submitter sending the same key gets the goal the first one created,
+	// not a second goal (a lost reply is recovered by resending).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Submitter is set by the orchestrator from the subject the request
 	// came on, never from the body.
 	Submitter string `json:"-"`
@@ -208,6 +213,12 @@ func (g *GoalRequest) Validate() error {
 		if err := CheckName("approve_by", g.ApproveBy); err != nil {
 			return err
 		}
+	}
+	if len(g.IdempotencyKey) > MaxIdempotencyKey {
+		return Errorf(ErrInvalid, "idempotency_key of %d bytes is over the limit of %d", len(g.IdempotencyKey), MaxIdempotencyKey)
+	}
+	if !utf8.ValidString(g.IdempotencyKey) {
+		return Errorf(ErrInvalid, "idempotency_key is not valid UTF-8")
 	}
 	if g.MaxTurns < 0 {
 		return Errorf(ErrInvalid, "max_turns must not be negative")
@@ -235,6 +246,9 @@ func (g *GoalRequest) Validate() error {
 	}
 	return nil
 }
+
+// MaxIdempotencyKey is the longest GoalRequest.IdempotencyKey, in bytes.
+const MaxIdempotencyKey = 256
 
 // SubmitReply answers goal.submit without wait.
 type SubmitReply struct {

@@ -229,6 +229,24 @@ func TestGoalCommand(t *testing.T) {
 			t.Fatalf("detach printed %q, want a goal id alone", out)
 		}
 	})
+	t.Run("detach with an idempotency key", func(t *testing.T) {
+		t.Parallel()
+		var ids []string
+		for range 2 {
+			out, _, err := runCLI(t, newGoalCmd(), "goal", testGoal, team, "--detach", "--idempotency-key", "nightly-1", "--nats-url", w.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, strings.TrimSuffix(out, "\n"))
+		}
+		if !protocol.ValidID(ids[0]) || ids[1] != ids[0] {
+			t.Fatalf("the same key submitted twice printed %q, want one goal id twice", ids)
+		}
+		_, _, err := runCLI(t, newGoalCmd(), "goal", "Another goal", team, "--detach", "--idempotency-key", "nightly-1", "--nats-url", w.url)
+		if err == nil || !strings.Contains(err.Error(), "already used for another goal") {
+			t.Fatalf("key reused for another goal: err = %v", err)
+		}
+	})
 	t.Run("file", func(t *testing.T) {
 		t.Parallel()
 		f := filepath.Join(t.TempDir(), "goal.json")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -173,7 +174,24 @@ func (c *clientConn) request(ctx context.Context, subject string, in, out any) e
 func (c *clientConn) requestWithin(ctx context.Context, timeout time.Duration, subject string, in, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := bus.Request(ctx, c.nc, subject, in, out)
+	return c.explain(subject, timeout, bus.Request(ctx, c.nc, subject, in, out))
+}
+
+// submit sends a goal without wait. It always carries an idempotency key
+// (a random one unless the user gave one), so a request or answer lost on
+// the way is sent again within the timeout instead of waited for.
+func (c *clientConn) submit(ctx context.Context, req protocol.GoalRequest, out *protocol.SubmitReply) error {
+	if req.IdempotencyKey == "" {
+		req.IdempotencyKey = rand.Text()
+	}
+	subject := c.goalSubject(bus.GoalSubmit)
+	ctx, cancel := context.WithTimeout(ctx, clientRequestTimeout)
+	defer cancel()
+	return c.explain(subject, clientRequestTimeout, bus.RequestAgain(ctx, c.nc, subject, clientRequestTimeout/4, req, out))
+}
+
+// explain turns a request's error into one for people.
+func (c *clientConn) explain(subject string, timeout time.Duration, err error) error {
 	var pe *protocol.Error
 	switch {
 	case err == nil:

@@ -34,7 +34,7 @@ func newGoalCmd() *cobra.Command {
 	var (
 		team                  []string
 		launcher, file        string
-		approveBy             string
+		approveBy, key        string
 		maxTurns, maxDepth    int
 		timeout               time.Duration
 		asJSON, detach, quiet bool
@@ -56,6 +56,7 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
   ioa goal "Plan a trip" --launcher planner --max-turns 10 --timeout 2m
   ioa goal --file goal.json --json | jq -r .conclusion
   id=$(ioa goal "Summarise the logs" --detach); ioa watch "$id"
+  ioa goal "Nightly report" --detach --idempotency-key nightly-2026-12-02   # safe to run twice
   NATS_URL=nats://10.0.0.5:4222 ioa goal "Count the words of this sentence"`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := goalRequest(cmd, args, file)
@@ -81,6 +82,9 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 			if f.Changed("timeout") {
 				req.Timeout = protocol.Duration(timeout)
 			}
+			if f.Changed("idempotency-key") {
+				req.IdempotencyKey = key
+			}
 			if err := req.Validate(); err != nil {
 				return errors.New(protocol.AsError(err).Message)
 			}
@@ -97,7 +101,7 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 				return awaitGoal(ctx, cmd, c, req, asJSON, quiet)
 			}
 			var reply protocol.SubmitReply
-			if err := c.request(ctx, c.goalSubject(bus.GoalSubmit), req, &reply); err != nil {
+			if err := c.submit(ctx, req, &reply); err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
 			out := cmd.OutOrStdout()
@@ -131,6 +135,7 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 	f.IntVar(&maxTurns, "max-turns", 0, "turn budget of the chat (default: the server's limit)")
 	f.IntVar(&maxDepth, "max-depth", 0, "how deep tasks may team up in nested sub-teams (default: the server's limit)")
 	f.DurationVar(&timeout, "timeout", 0, "time budget of the goal, e.g. 2m (default: the server's limit)")
+	f.StringVar(&key, "idempotency-key", "", "name the submission: the same key sent again (by the same identity) names the same goal, never a second one")
 	f.StringVarP(&file, "file", "f", "", "read the goal request (GoalRequest JSON) from this file; - for stdin")
 	f.BoolVar(&asJSON, "json", false, "print only the final GoalResult as JSON")
 	f.BoolVarP(&detach, "detach", "d", false, "print the goal id and return without following")

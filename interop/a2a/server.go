@@ -439,7 +439,9 @@ func (e *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		task.Status = a2a.TaskStatus{State: a2a.TaskStateRejected, Message: agentText(rc, fmt.Sprintf("too many goals in flight through the A2A front door (%d): try again when some have ended", s.cfg.MaxGoals))}
 		return q.Write(ctx, task)
 	}
-	req := protocol.GoalRequest{Goal: goal, Timeout: protocol.Duration(s.cfg.GoalTimeout)}
+	// Keyed by the task: a submission whose answer is lost on the bus is
+	// sent again without making a second goal.
+	req := protocol.GoalRequest{Goal: goal, Timeout: protocol.Duration(s.cfg.GoalTimeout), IdempotencyKey: "a2a/" + string(rc.TaskID)}
 	if e.agent != "" {
 		req.Team = []string{e.agent}
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,12 +36,25 @@ func (c *Client) goalSubject(endpoint string) (string, error) {
 	return c.Subj.As(s, c.As)
 }
 
-// Submit submits a goal without waiting.
+// Submit submits a goal without waiting. One with an idempotency key is
+// sent again when no answer comes within resendAfter (the request or its
+// answer was lost), until ctx ends.
 func (c *Client) Submit(ctx context.Context, req protocol.GoalRequest) (protocol.SubmitReply, error) {
 	req.Wait = false
 	var out protocol.SubmitReply
-	return out, c.goalRequest(ctx, bus.GoalSubmit, req, &out)
+	if req.IdempotencyKey == "" {
+		return out, c.goalRequest(ctx, bus.GoalSubmit, req, &out)
+	}
+	subject, err := c.goalSubject(bus.GoalSubmit)
+	if err != nil {
+		return out, err
+	}
+	return out, explain(bus.RequestAgain(ctx, c.NC, subject, resendAfter, req, &out))
 }
+
+// resendAfter is how long Submit waits for an answer before it sends a
+// keyed submission again.
+const resendAfter = 5 * time.Second
 
 // SubmitWait submits a goal and returns its result once it has ended.
 func (c *Client) SubmitWait(ctx context.Context, req protocol.GoalRequest) (protocol.GoalResult, error) {
