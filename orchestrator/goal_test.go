@@ -11,6 +11,7 @@ import (
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // scriptedLead walks a chat through every state: discussion, async tasks,
@@ -195,5 +196,57 @@ func TestTeamUpsReuseMembersCards(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 	if res := w.submitWait(t, protocol.GoalRequest{Goal: "count", Launcher: "lead"}); res.Status != protocol.GoalFailed {
 		t.Fatalf("goal with a deregistered member: %+v, want failed", res)
+	}
+}
+
+// A team-up that reaches the goal's owner after another instance recorded
+// the goal's chat (the owner's kept copy of the record is older) is
+// answered with that chat, as any retried team-up is, not refused.
+func TestTeamUpAfterTheChatWasRecordedElsewhereGetsThatChat(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{})
+	ctx := t.Context()
+	lead := newWireAgent(t, w.b, card("lead", "leads the team"))
+	lead.launchBusyFor = time.Minute // the goal stays forming
+	alpha := newWireAgent(t, w.b, card("alpha", "counts"))
+	for _, a := range []*wireAgent{lead, alpha} {
+		a.start(ctx)
+	}
+	var sub protocol.SubmitReply
+	if err := bus.Request(ctx, w.nc, w.b.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: "count", Launcher: "lead"}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first launch", func() bool {
+		lead.mu.Lock()
+		defer lead.mu.Unlock()
+		return !lead.firstLaunch.IsZero()
+	})
+	// Another instance's write, as the owner's copy does not know it.
+	js, err := jetstream.New(w.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goals, err := js.KeyValue(ctx, bus.BucketGoals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := goals.Get(ctx, sub.GoalID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st protocol.GoalStatus
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		t.Fatal(err)
+	}
+	const recorded = "celsewhere0001"
+	st.CommID, st.Status, st.Team = recorded, protocol.GoalRunning, []string{"lead", "alpha"}
+	if _, err := goals.Update(ctx, sub.GoalID, bus.Encode(st), e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	var reply protocol.TeamupReply
+	if err := bus.Request(ctx, lead.nc, w.b.Subjects().Teamup(), protocol.TeamupRequest{GoalID: sub.GoalID, Launcher: "lead", Members: []string{"alpha"}}, &reply); err != nil {
+		t.Fatalf("team-up: %v, want the chat recorded", err)
+	}
+	if reply.CommID != recorded {
+		t.Fatalf("team-up answered chat %s, want the recorded %s", reply.CommID, recorded)
 	}
 }

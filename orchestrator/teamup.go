@@ -73,13 +73,24 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 	// to send again, not that there is no such chat.
 	s.starting.Store(comm, true)
 	defer s.starting.Delete(comm)
+	var formed string // the chat an earlier team-up of this goal recorded
 	st, err = s.updateGoal(ctx, st.GoalID, func(g *protocol.GoalStatus) error {
-		if g.CommID != "" || protocol.GoalEnded(g.Status) {
-			return protocol.Errorf(protocol.ErrConflict, "goal %s changed while its team formed (%s)", g.GoalID, g.Status)
+		formed = ""
+		if g.CommID != "" && !protocol.GoalEnded(g.Status) {
+			// A retried request that reached an instance whose copy
+			// of the record was older: the chat recorded is the answer.
+			formed = g.CommID
+			return errSkip
+		}
+		if protocol.GoalEnded(g.Status) {
+			return protocol.Errorf(protocol.ErrConflict, "goal %s ended while its team formed (%s)", g.GoalID, g.Status)
 		}
 		g.CommID, g.Team, g.Status = comm, members, protocol.GoalRunning
 		return nil
 	})
+	if errors.Is(err, errSkip) && formed != "" {
+		return &protocol.TeamupReply{CommID: formed}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
