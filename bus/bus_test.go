@@ -175,6 +175,25 @@ func TestProvisionAppliesRetention(t *testing.T) {
 		if c := st.CachedInfo().Config; c.MaxAge != 48*time.Hour || c.MaxBytes != 1<<30 {
 			t.Errorf("%s: max_age %v, max_bytes %d", name, c.MaxAge, c.MaxBytes)
 		}
+		// The duplicate window is memory per id written within it: short
+		// where only a settling writer sends again.
+		want := 2 * time.Minute
+		if name == bus.StreamTasks {
+			want = 10 * time.Minute
+		}
+		if c := st.CachedInfo().Config; c.Duplicates != want {
+			t.Errorf("%s: duplicate window %v, want %v", name, c.Duplicates, want)
+		}
+	}
+	// A retention shorter than a window shortens the window: the server
+	// refuses a stream whose window is longer than its age.
+	short := bustest.New(t, func(c *bus.Config) { c.Retention = bus.Retention{MaxAge: 90 * time.Second} })
+	st, err := short.JetStream().Stream(ctx, bus.StreamTasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CachedInfo().Config; c.Duplicates != 90*time.Second {
+		t.Errorf("retention 90s: task window %v, want 90s", c.Duplicates)
 	}
 	kv, err := b.JetStream().KeyValue(ctx, bus.BucketGoals)
 	if err != nil {

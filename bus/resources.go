@@ -37,8 +37,17 @@ const (
 // heartbeat's time stamp and the TTL, not from expiry.
 const presenceMaxAge = 24 * time.Hour
 
-// dedupWindow is how long JetStream remembers Nats-Msg-Id values.
-const dedupWindow = 10 * time.Minute
+// How long JetStream remembers a stream's Nats-Msg-Id values. The server
+// keeps about 100 bytes per id for the window, so the window is memory that
+// grows with the write rate: at 400 goals/s (27 ids each in IOA_CHATS and
+// IOA_GOALS) ten minutes would hold some 600 MB. A chat entry or goal event
+// is only ever sent again while its writer settles a lost ack (settleFor,
+// 20 s) or resends an event (15.5 s); a task result may be published again
+// by an instance that took its chat over, and keeps the longer window.
+const (
+	dedupWindow      = 2 * time.Minute
+	dedupWindowTasks = 10 * time.Minute
+)
 
 // provision creates or updates the streams and buckets, so starting twice,
 // or many processes starting at once, is harmless.
@@ -61,6 +70,12 @@ func (b *Bus) provision(ctx context.Context) error {
 		sc.Replicas = b.cfg.Replicas
 		sc.AllowDirect = directGets(b.cfg.Replicas)
 		sc.Duplicates = dedupWindow
+		if sc.Name == StreamTasks {
+			sc.Duplicates = dedupWindowTasks
+		}
+		if age := b.cfg.Retention.MaxAge; age > 0 && sc.Duplicates > age {
+			sc.Duplicates = age // the server refuses a window longer than the age
+		}
 		sc.MaxAge, sc.MaxBytes, sc.Discard = b.cfg.Retention.MaxAge, b.cfg.Retention.MaxBytes, jetstream.DiscardOld
 		if err := b.ensureStream(ctx, sc); err != nil {
 			return fmt.Errorf("bus: stream %s: %w", sc.Name, err)
