@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -248,5 +249,72 @@ func TestTeamUpAfterTheChatWasRecordedElsewhereGetsThatChat(t *testing.T) {
 	}
 	if reply.CommID != recorded {
 		t.Fatalf("team-up answered chat %s, want the recorded %s", reply.CommID, recorded)
+	}
+}
+
+// goal.list lists every goal while records are being rewritten: a KV key
+// lister ends early when a key it has yet to deliver is written meanwhile.
+func TestGoalListMissesNoGoalWhileRecordsChange(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{})
+	ctx := t.Context()
+	lead := newWireAgent(t, w.b, card("lead", "leads the team"))
+	lead.launchBusyFor = time.Minute // the goals stay forming
+	lead.start(ctx)
+	const n = 20
+	want := map[string]bool{}
+	for i := range n {
+		var sub protocol.SubmitReply
+		if err := bus.Request(ctx, w.nc, w.b.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: fmt.Sprintf("goal %d", i), Launcher: "lead"}, &sub); err != nil {
+			t.Fatal(err)
+		}
+		want[sub.GoalID] = true
+	}
+	js, err := jetstream.New(w.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goals, err := js.KeyValue(ctx, bus.BucketGoals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := map[string][]byte{}
+	for id := range want {
+		e, err := goals.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		records[id] = e.Value()
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { // rewrites the records, unchanged, as their owner would
+			for {
+				for id, v := range records {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_, _ = goals.Put(ctx, id, v)
+				}
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for r := range 50 {
+		var list protocol.GoalListReply
+		if err := bus.Request(ctx, w.nc, w.b.Subjects().Goal(bus.GoalList), protocol.GoalListRequest{Status: "all"}, &list); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, g := range list.Goals {
+			got[g.GoalID] = true
+		}
+		for id := range want {
+			if !got[id] {
+				t.Fatalf("listing %d: goal %s missing (%d of %d listed)", r, id, len(got), n)
+			}
+		}
 	}
 }

@@ -644,14 +644,8 @@ func (s *Service) handleList(ctx context.Context, r micro.Request, req *protocol
 			return nil, protocol.Errorf(protocol.ErrUnavailable, "list goals: %v", err)
 		}
 	} else {
-		keys, err := s.goals.ListKeys(ctx)
-		if err != nil {
+		if ids, err = s.goalIDs(ctx); err != nil {
 			return nil, protocol.Errorf(protocol.ErrUnavailable, "list goals: %v", err)
-		}
-		for key := range keys.Keys() {
-			if protocol.ValidID(key) {
-				ids = append(ids, key)
-			}
 		}
 	}
 	out := protocol.GoalListReply{Goals: []protocol.GoalStatus{}}

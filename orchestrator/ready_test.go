@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -134,6 +135,10 @@ func TestTeamupWaitsForALauncherStillRegistering(t *testing.T) {
 	if res.Status != protocol.GoalFailed || !strings.Contains(res.Reason, "member ghost is not registered") {
 		t.Fatalf("goal with an unknown member = %+v, want failed: member ghost is not registered", res)
 	}
+	// The watcher hears the registry's requests on a connection of its
+	// own, so the last one may reach it after the goal's result.
+	waitFor(t, "the watcher to see team-up ask about ghost", func() bool { return gets.count("ghost") >= 1 })
+	time.Sleep(100 * time.Millisecond)
 	if n := gets.count("ghost"); n != 1 {
 		t.Fatalf("team-up asked the registry about ghost %d times, want once", n)
 	}
