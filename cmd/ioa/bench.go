@@ -73,6 +73,8 @@ Figures depend on the machine; quote medians of several runs.`,
 	f.Bool("secure", false, "run with credentials required and every agent on its own identity (compare with a run without)")
 	f.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = f.MarkHidden("cpuprofile")
+	f.String("memprofile", "", "write a heap profile, taken after the goals/s run, to this file")
+	_ = f.MarkHidden("memprofile")
 	addScaleFlags(f)
 	return cmd
 }
@@ -155,6 +157,11 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	goalCPU := (processCPU() - c0) / time.Duration(max(goals, 1))
+	if path, _ := f.GetString("memprofile"); path != "" {
+		if err := writeHeapProfile(path); err != nil {
+			return err
+		}
+	}
 	// The overhead of one goal is measured alone: under 50 goals at once it
 	// is mostly queueing (Little's law: 50 / goals per second).
 	fmt.Fprintf(progress, "bench: %d goals one at a time ...\n", max(goals/10, 20))
@@ -915,3 +922,14 @@ var benchVocabulary = strings.Fields(`analyse translate summarise convert schedu
 	legal clause privacy security password network server cloud cost latency memory log alert incident
 	customer churn survey feedback sentiment review product catalogue inventory supplier order shipment
 	recipe nutrition calorie workout sleep habit meditation travel visa language grammar pronunciation`)
+
+// writeHeapProfile writes what is live on the heap after a collection.
+func writeHeapProfile(path string) error {
+	pf, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer pf.Close()
+	runtime.GC()
+	return pprof.WriteHeapProfile(pf)
+}
