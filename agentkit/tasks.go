@@ -154,7 +154,10 @@ func (a *agentState) subgoal(ctx context.Context, t Task, text string) (Result, 
 	}
 	a.log.Info("task needs a nested team", "task_id", t.TaskID, "max_depth", depth)
 	var res protocol.GoalResult
-	if err := bus.RequestHeader(ctx, a.rt.nc, a.bound(a.rt.subj.Goal(bus.GoalSubmit)), telemetry.Inject(ctx, nil), req, &res); err != nil {
+	// The answer comes when the nested team ends; one lost on the way is
+	// asked for again every waitResend (the key makes each copy the same
+	// goal, and the latest copy is the one its end answers).
+	if err := bus.RequestHeaderAgain(ctx, a.rt.nc, a.bound(a.rt.subj.Goal(bus.GoalSubmit)), telemetry.Inject(ctx, nil), waitResend, req, &res); err != nil {
 		return Result{}, fmt.Errorf("nested team: %w", err)
 	}
 	if res.Status != protocol.GoalConcluded {
@@ -174,6 +177,10 @@ func (a *agentState) subgoal(ctx context.Context, t Task, text string) (Result, 
 	}
 	return Result{Conclusion: res.Conclusion}, nil
 }
+
+// waitResend is how often a task waiting on its nested team sends its
+// submission again, in case the answer was lost.
+const waitResend = 30 * time.Second
 
 // clip keeps a task conclusion, as JSON, well under the message size
 // limit; a message the referee refuses as too large would leave the task

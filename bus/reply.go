@@ -208,9 +208,14 @@ func RequestHeader(ctx context.Context, nc *nats.Conn, subject string, h nats.He
 // the way (core NATS delivers at most once, and a cluster's routes may
 // reconnect in between); waiting longer for it would not bring it.
 func RequestAgain(ctx context.Context, nc *nats.Conn, subject string, each time.Duration, in, out any) error {
+	return RequestHeaderAgain(ctx, nc, subject, nil, each, in, out)
+}
+
+// RequestHeaderAgain is RequestAgain with message headers.
+func RequestHeaderAgain(ctx context.Context, nc *nats.Conn, subject string, h nats.Header, each time.Duration, in, out any) error {
 	for {
 		actx, cancel := context.WithTimeout(ctx, each)
-		err := Request(actx, nc, subject, in, out)
+		err := RequestHeader(actx, nc, subject, h, in, out)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"log/slog"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
@@ -44,7 +45,13 @@ func (s *Service) resubmitted(ctx context.Context, req protocol.GoalRequest, wai
 	if prior.Submitter != req.Submitter || prior.Goal != req.Goal {
 		return true, protocol.Errorf(protocol.ErrConflict, "idempotency_key %q was already used for another goal (%s); use a new key for a new goal", req.IdempotencyKey, id)
 	}
-	s.log.Info("goal submitted again with its idempotency key", "goal", id, "status", prior.Status)
+	// A waiting copy is sent again routinely (every 30 s by ioa goal and
+	// agentkit); a copy without wait means an answer was lost.
+	level := slog.LevelInfo
+	if wait != "" {
+		level = slog.LevelDebug
+	}
+	s.log.Log(ctx, level, "goal submitted again with its idempotency key", "goal", id, "status", prior.Status, "wait", wait != "")
 	if wait == "" {
 		return true, bus.RespondLater(s.nc, replyTo, protocol.SubmitReply{GoalID: id, Status: prior.Status})
 	}

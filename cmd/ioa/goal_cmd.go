@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -156,12 +157,20 @@ func awaitGoal(ctx context.Context, cmd *cobra.Command, c *clientConn, req proto
 		fmt.Fprintf(out, "%s\n", palette{opt.Color}.dim(fmt.Sprintf("submitted as %s (%s): waiting for the result; following the chat live needs admin or observer credentials", c.id.Name, c.id.Role)))
 	}
 	req.Wait = true
+	if req.IdempotencyKey == "" {
+		req.IdempotencyKey = rand.Text()
+	}
 	wait := req.Timeout.D()
 	if wait <= 0 {
 		wait = maxGoalWait
 	}
+	// The result comes when the goal ends; one lost on the way is asked for
+	// again every 30 s (with the key, each copy is the same goal).
 	var res protocol.GoalResult
-	if err := c.requestWithin(ctx, wait+clientRequestTimeout, c.goalSubject(bus.GoalSubmit), req, &res); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, wait+clientRequestTimeout)
+	defer cancel()
+	subject := c.goalSubject(bus.GoalSubmit)
+	if err := c.explain(subject, wait+clientRequestTimeout, bus.RequestAgain(ctx, c.nc, subject, 30*time.Second, req, &res)); err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
 	if asJSON {

@@ -222,3 +222,25 @@ func newSecureCLIWorld(t *testing.T) *secureWorld {
 func (w *secureWorld) creds(t *testing.T, name string, role auth.Role) string {
 	return w.s.Creds(t, name, role)
 }
+
+// `ioa goal` as a client (it may not follow the chat, so it waits for the
+// result) sends a key: the same key run twice is one goal, and its result.
+func TestGoalCommandAsAClientWithAKey(t *testing.T) {
+	w := newSecureCLIWorld(t)
+	creds := w.creds(t, "nightly", auth.Client)
+	var ids []string
+	for range 2 {
+		out, _, err := runCLI(t, newGoalCmd(), "goal", "Multiply 12 x 7.", "--json", "--idempotency-key", "nightly-7", "--nats-url", w.url, "--creds", creds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res protocol.GoalResult
+		if err := json.Unmarshal([]byte(out), &res); err != nil || res.Status != protocol.GoalConcluded || !strings.Contains(res.Conclusion, "84") {
+			t.Fatalf("result %+v (%v)", res, err)
+		}
+		ids = append(ids, res.GoalID)
+	}
+	if ids[1] != ids[0] {
+		t.Fatalf("the same key run twice made goals %v, want one", ids)
+	}
+}
