@@ -75,6 +75,10 @@ func TestNestedTeam(t *testing.T) {
 				s.Parent == nil || *s.Parent != (protocol.ParentRef{GoalID: "g3", CommID: comm, TaskID: "t1"}) {
 				t.Errorf("sub-goal request %+v (parent %+v)", s, s.Parent)
 			}
+			// Keyed by the task's attempt: sent again, it is the same goal.
+			if want := "subgoal/g3/" + comm + "/t1/1"; s.IdempotencyKey != want {
+				t.Errorf("sub-goal idempotency_key %q, want %q", s.IdempotencyKey, want)
+			}
 			var res *protocol.AgentMessage
 			for i := range log {
 				if log[i].Type == protocol.MsgTaskResult {

@@ -143,9 +143,10 @@ func (a *agentState) subgoal(ctx context.Context, t Task, text string) (Result, 
 		Parent:   &protocol.ParentRef{GoalID: t.GoalID, CommID: t.CommID, TaskID: t.TaskID},
 		MaxDepth: &depth,
 		Wait:     true,
-		// One nested team per task: the same task run again (after a
-		// restart) joins the goal the first run submitted.
-		IdempotencyKey: "subgoal/" + t.GoalID + "/" + t.CommID + "/" + t.TaskID,
+		// One nested team per attempt of a task: the same attempt run
+		// again (after a restart) joins the goal it submitted; a new
+		// attempt (the task assigned again) forms a new team.
+		IdempotencyKey: "subgoal/" + t.GoalID + "/" + t.CommID + "/" + t.TaskID + "/" + strconv.Itoa(max(t.Attempt, 1)),
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		// The orchestrator should give up a little before we stop waiting,
