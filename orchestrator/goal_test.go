@@ -12,7 +12,6 @@ import (
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // scriptedLead walks a chat through every state: discussion, async tasks,
@@ -222,14 +221,7 @@ func TestTeamUpAfterTheChatWasRecordedElsewhereGetsThatChat(t *testing.T) {
 		return !lead.firstLaunch.IsZero()
 	})
 	// Another instance's write, as the owner's copy does not know it.
-	js, err := jetstream.New(w.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	goals, err := js.KeyValue(ctx, bus.BucketGoals)
-	if err != nil {
-		t.Fatal(err)
-	}
+	goals := w.goalsBucket(t)
 	e, err := goals.Get(ctx, sub.GoalID)
 	if err != nil {
 		t.Fatal(err)
@@ -269,14 +261,7 @@ func TestGoalListMissesNoGoalWhileRecordsChange(t *testing.T) {
 		}
 		want[sub.GoalID] = true
 	}
-	js, err := jetstream.New(w.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	goals, err := js.KeyValue(ctx, bus.BucketGoals)
-	if err != nil {
-		t.Fatal(err)
-	}
+	goals := w.goalsBucket(t)
 	records := map[string][]byte{}
 	for id := range want {
 		e, err := goals.Get(ctx, id)

@@ -11,7 +11,6 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/orchestrator"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A submission with an idempotency key may be sent again (its answer was
@@ -73,14 +72,7 @@ func TestSubmitWithIdempotencyKeyIsOneGoal(t *testing.T) {
 		}
 		waited <- res
 	}()
-	js, err := jetstream.New(w.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	goals, err := js.KeyValue(ctx, bus.BucketGoals)
-	if err != nil {
-		t.Fatal(err)
-	}
+	goals := w.goalsBucket(t)
 	waitFor(t, "the waiting copy's reply subject in the goal's record", func() bool {
 		e, err := goals.Get(ctx, first.GoalID)
 		var st protocol.GoalStatus

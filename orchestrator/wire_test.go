@@ -16,6 +16,7 @@ import (
 	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // wireAgent speaks docs/protocol.md with nothing but a NATS connection: no
@@ -245,6 +246,21 @@ func newWorld(t testing.TB, cfg orchestrator.Config) *world {
 func (w *world) submitWait(t testing.TB, req protocol.GoalRequest) protocol.GoalResult {
 	t.Helper()
 	return w.SubmitWithin(t, req, 30*time.Second)
+}
+
+// goalsBucket opens the goal records' bucket, to read or write a record
+// as another instance would.
+func (w *world) goalsBucket(t testing.TB) jetstream.KeyValue {
+	t.Helper()
+	js, err := jetstream.New(w.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goals, err := js.KeyValue(t.Context(), bus.BucketGoals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return goals
 }
 
 // chatLog reads a chat's authoritative log from the stream via history.
