@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,6 +38,51 @@ type clientConn struct {
 	subj bus.Subjects
 	url  string
 	id   auth.Identity // who the credentials speak for; the admin with none
+	// The server's permissions violations come apart from the request they
+	// refuse, which would only see no reply: requests in flight register
+	// here (subject -> cancel) to end at once with the server's reason.
+	mu       sync.Mutex
+	inFlight map[string]context.CancelCauseFunc
+}
+
+// deniedError is a request the server refused to let these credentials send.
+type deniedError struct{ msg string }
+
+func (e deniedError) Error() string { return e.msg }
+
+// refused ends the requests in flight on the subject a permissions
+// violation names.
+func (c *clientConn) refused(err error) {
+	msg := err.Error()
+	i := strings.IndexByte(msg, '"')
+	j := strings.LastIndexByte(msg, '"')
+	if i < 0 || j <= i {
+		return
+	}
+	subject := msg[i+1 : j]
+	c.mu.Lock()
+	cancel := c.inFlight[subject]
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel(deniedError{fmt.Sprintf("the server refused %s (%s) to send on %s: %s", c.id.Name, c.id.Role, subject, strings.TrimPrefix(msg, "nats: permissions violation: "))})
+	}
+}
+
+// whileAllowed is ctx, ended early if the server refuses subject.
+func (c *clientConn) whileAllowed(ctx context.Context, subject string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	c.mu.Lock()
+	if c.inFlight == nil {
+		c.inFlight = map[string]context.CancelCauseFunc{}
+	}
+	c.inFlight[subject] = cancel
+	c.mu.Unlock()
+	return ctx, func() {
+		c.mu.Lock()
+		delete(c.inFlight, subject)
+		c.mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // goalSubject is a goal endpoint's subject for this identity: the plain
@@ -116,7 +162,15 @@ func dialClient(cmd *cobra.Command) (*clientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := append([]nats.Option{nats.Name("ioa-cli"), nats.Timeout(clientConnectTimeout)}, copts...)
+	c := &clientConn{subj: subj, url: url, id: id}
+	opts := append([]nats.Option{nats.Name("ioa-cli"), nats.Timeout(clientConnectTimeout),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				c.refused(err)
+				return
+			}
+			fmt.Fprintf(os.Stderr, "ioa: nats: %v\n", err)
+		})}, copts...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoServers) || isDialError(err) {
@@ -130,7 +184,8 @@ func dialClient(cmd *cobra.Command) (*clientConn, error) {
 		}
 		return nil, fmt.Errorf("cannot connect to NATS at %s: %v", url, err)
 	}
-	return &clientConn{nc: nc, subj: subj, url: url, id: id}, nil
+	c.nc = nc
+	return c, nil
 }
 
 func isDialError(err error) bool {
@@ -172,9 +227,11 @@ func (c *clientConn) request(ctx context.Context, subject string, in, out any) e
 
 // requestWithin is request with its own timeout.
 func (c *clientConn) requestWithin(ctx context.Context, timeout time.Duration, subject string, in, out any) error {
+	ctx, done := c.whileAllowed(ctx, subject)
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return c.explain(subject, timeout, bus.Request(ctx, c.nc, subject, in, out))
+	return c.explain(ctx, subject, timeout, bus.Request(ctx, c.nc, subject, in, out))
 }
 
 // submit sends a goal without wait. It always carries an idempotency key
@@ -185,17 +242,23 @@ func (c *clientConn) submit(ctx context.Context, req protocol.GoalRequest, out *
 		req.IdempotencyKey = rand.Text()
 	}
 	subject := c.goalSubject(bus.GoalSubmit)
+	ctx, done := c.whileAllowed(ctx, subject)
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, clientRequestTimeout)
 	defer cancel()
-	return c.explain(subject, clientRequestTimeout, bus.RequestAgain(ctx, c.nc, subject, clientRequestTimeout/4, req, out))
+	return c.explain(ctx, subject, clientRequestTimeout, bus.RequestAgain(ctx, c.nc, subject, clientRequestTimeout/4, req, out))
 }
 
-// explain turns a request's error into one for people.
-func (c *clientConn) explain(subject string, timeout time.Duration, err error) error {
+// explain turns a request's error into one for people; ctx is the
+// request's, whose cause says whether the server refused it.
+func (c *clientConn) explain(ctx context.Context, subject string, timeout time.Duration, err error) error {
 	var pe *protocol.Error
+	var denied deniedError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(context.Cause(ctx), &denied):
+		return denied
 	case errors.Is(err, protocol.ErrUnavailable):
 		return fmt.Errorf("no service answers on %s at %s: is \"ioa serve\" running there, and ready (ioa serve --check)?", subject, c.url)
 	case errors.As(err, &pe) && pe.Message != "":

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/configs"
 )
 
@@ -94,6 +95,9 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 				return err
 			}
 			defer c.Close()
+			if c.id.Role == auth.Observer {
+				return fmt.Errorf("the credentials are %s's, an observer: they may watch goals but not submit them (use a client's: ioa agent add NAME --role client)", c.id.Name)
+			}
 			ctx := cmd.Context()
 			if err := checkNamedAgents(ctx, c, req); err != nil {
 				return err
@@ -167,10 +171,12 @@ func awaitGoal(ctx context.Context, cmd *cobra.Command, c *clientConn, req proto
 	// The result comes when the goal ends; one lost on the way is asked for
 	// again every 30 s (with the key, each copy is the same goal).
 	var res protocol.GoalResult
+	subject := c.goalSubject(bus.GoalSubmit)
+	ctx, done := c.whileAllowed(ctx, subject)
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, wait+clientRequestTimeout)
 	defer cancel()
-	subject := c.goalSubject(bus.GoalSubmit)
-	if err := c.explain(subject, wait+clientRequestTimeout, bus.RequestAgain(ctx, c.nc, subject, 30*time.Second, req, &res)); err != nil {
+	if err := c.explain(ctx, subject, wait+clientRequestTimeout, bus.RequestAgain(ctx, c.nc, subject, 30*time.Second, req, &res)); err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
 	if asJSON {

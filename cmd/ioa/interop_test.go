@@ -244,3 +244,18 @@ func TestGoalCommandAsAClientWithAKey(t *testing.T) {
 		t.Fatalf("the same key run twice made goals %v, want one", ids)
 	}
 }
+
+// What credentials may not do is said at once, in the server's words, not
+// after a timeout: an observer neither submits nor cancels goals.
+func TestObserverIsToldWhatItMayNotDo(t *testing.T) {
+	w := newSecureCLIWorld(t)
+	creds := w.creds(t, "watcher", auth.Observer)
+	_, _, err := runCLI(t, newGoalCmd(), "goal", "Multiply 12 x 7.", "--nats-url", w.url, "--creds", creds)
+	if err == nil || !strings.Contains(err.Error(), "may watch goals but not submit them") {
+		t.Fatalf("observer submitting: %v", err)
+	}
+	_, _, err = runCLI(t, newGoalsCmd(), "goals", "cancel", "gabcdefabcdef", "--nats-url", w.url, "--creds", creds)
+	if err == nil || !strings.Contains(err.Error(), "the server refused watcher (observer) to send on") || !strings.Contains(err.Error(), "Permissions Violation") {
+		t.Fatalf("observer cancelling: %v, want the server's refusal", err)
+	}
+}
