@@ -27,13 +27,14 @@ import (
 // sizes, with a verdict computed from how it grows.
 
 func addScaleFlags(f *pflag.FlagSet) {
-	f.Bool("scale", false, "measure the scaling curves instead of the table (open chats, team size, chat length, idle agents, registry)")
+	f.Bool("scale", false, "measure the scaling curves instead of the table (open chats, team size, chat length, idle agents, registry, goals run)")
 	f.String("out", "", "with --scale, also write one SVG per curve into this directory")
 	f.String("scale-chats", "10,100,1000,10000", "with --scale, open (idle) chats to measure the active turns beside")
 	f.String("scale-teams", "2,8,32", "with --scale, team sizes")
 	f.String("scale-lengths", "10,100,1000", "with --scale, chat lengths in messages")
 	f.String("scale-agents", "100,1000", "with --scale, idle agents (agentkit runtime) for memory per agent")
 	f.String("scale-registry", "1000,10000", "with --scale, registered agents online for heartbeats and registration")
+	f.String("scale-goals", "2000,10000", "with --scale, goals run (50 at a time) before measuring goals/s, the heap they leave and a turn")
 	f.Int("scale-turns", 200, "with --scale, turns timed at each point of each run")
 	f.Int("runs", 3, "with --scale, measurements at each point (the median is printed)")
 }
@@ -225,9 +226,9 @@ func parseSizes(flag, v string) ([]int, error) {
 
 // scaleOpts are the sizes of a scale run.
 type scaleOpts struct {
-	chats, teams, lengths, agents, registry []int
-	turns, runs                             int
-	idle                                    time.Duration // idle CPU is measured over this long at each point
+	chats, teams, lengths, agents, registry, goals []int
+	turns, runs                                    int
+	idle                                           time.Duration // idle CPU is measured over this long at each point
 }
 
 func runScale(cmd *cobra.Command) error {
@@ -237,7 +238,7 @@ func runScale(cmd *cobra.Command) error {
 	for _, p := range []struct {
 		flag string
 		dst  *[]int
-	}{{"scale-chats", &o.chats}, {"scale-teams", &o.teams}, {"scale-lengths", &o.lengths}, {"scale-agents", &o.agents}, {"scale-registry", &o.registry}} {
+	}{{"scale-chats", &o.chats}, {"scale-teams", &o.teams}, {"scale-lengths", &o.lengths}, {"scale-agents", &o.agents}, {"scale-registry", &o.registry}, {"scale-goals", &o.goals}} {
 		v, _ := f.GetString(p.flag)
 		if *p.dst, err = parseSizes(p.flag, v); err != nil {
 			return err
@@ -292,6 +293,10 @@ func measureScale(ctx context.Context, o scaleOpts, progress io.Writer) ([]*curv
 		},
 		func(ctx context.Context, e *benchEnv) ([]*curve, error) {
 			c, err := e.curveChats(ctx, o, progress)
+			return []*curve{c}, err
+		},
+		func(ctx context.Context, e *benchEnv) ([]*curve, error) {
+			c, err := e.curveGoals(ctx, o, progress)
 			return []*curve{c}, err
 		},
 	}
@@ -449,6 +454,51 @@ func (e *benchEnv) curveChats(ctx context.Context, o scaleOpts, progress io.Writ
 				return nil, err
 			}
 			runs = append(runs, append(r, perChat, idleCPU(o.idle/time.Duration(o.runs)), rate, cpuOpen))
+		}
+		c.rows = append(c.rows, medianRow(runs))
+	}
+	return c, nil
+}
+
+// curveGoals: goals run one batch after another (50 at a time) until each
+// size; at each, the last batch's goals/s, the heap that batch left behind
+// per goal (what the streams keep of a goal until retention drops it; the
+// first batch also fills the server's pooled block caches, which then stay
+// that size), and a turn of a chat that stayed open meanwhile.
+func (e *benchEnv) curveGoals(ctx context.Context, o scaleOpts, progress io.Writer) (*curve, error) {
+	c := &curve{name: "goals-run", title: "goals/s, heap and turn vs goals run", xname: "goals run",
+		setup: fmt.Sprintf("4-agent goals (coordinator + 3 func workers), 50 at a time, run up to each size; heap the batch added / its goals; one 4-member wire chat's turns (%d a run)", o.turns),
+		cols:  append([]scaleCol{colRate("goals/s", "/s"), colNum("heap per goal of the batch", "KiB", 2)}, turnCols()...),
+		xs:    o.goals, judged: []int{0, 1, 2}}
+	a, err := e.openActive(ctx, "gr", 4)
+	if err != nil {
+		return nil, err
+	}
+	defer a.close()
+	if _, err := e.turns(ctx, a, 50); err != nil { // warm up
+		return nil, err
+	}
+	before := heap()
+	done := 0
+	for _, n := range o.goals {
+		fmt.Fprintf(progress, "bench: scale: running goals up to %d ...\n", n)
+		perSec, _, failed, err := e.goalThroughput(ctx, n-done, 50)
+		if err != nil {
+			return nil, err
+		}
+		if failed > 0 {
+			return nil, fmt.Errorf("bench: %d of %d goals did not conclude", failed, n-done)
+		}
+		after := heap()
+		perGoal := (after - before) / float64(n-done) / 1024
+		before, done = after, n
+		var runs [][]float64
+		for range o.runs {
+			r, err := e.turns(ctx, a, o.turns)
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, append([]float64{perSec, perGoal}, r...))
 		}
 		c.rows = append(c.rows, medianRow(runs))
 	}

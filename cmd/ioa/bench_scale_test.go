@@ -16,12 +16,12 @@ func TestScaleBenchSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	o := scaleOpts{chats: []int{2, 5}, teams: []int{2, 3}, lengths: []int{3, 30}, agents: []int{3, 6},
-		registry: []int{5, 10}, turns: 5, runs: 1, idle: 20 * time.Millisecond}
+		registry: []int{5, 10}, goals: []int{10, 20}, turns: 5, runs: 1, idle: 20 * time.Millisecond}
 	curves, err := measureScale(ctx, o, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]int{"team-size": o.teams, "chat-length": o.lengths, "idle-agents": o.agents, "registry": o.registry, "open-chats": o.chats}
+	want := map[string][]int{"team-size": o.teams, "chat-length": o.lengths, "idle-agents": o.agents, "registry": o.registry, "open-chats": o.chats, "goals-run": o.goals}
 	if len(curves) != len(want) {
 		t.Fatalf("%d curves, want %d", len(curves), len(want))
 	}
