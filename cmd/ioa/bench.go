@@ -50,7 +50,8 @@ With --scale it measures scaling curves instead, one table per curve with a
 verdict computed from the numbers (flat, sublinear, linear or worse): turn
 latency and CPU against open chats, team size and chat length, history reads,
 memory per open chat and per idle agent, registry heartbeats and registration
-against agents online (--out DIR also writes an SVG per curve).
+against agents online, goals/s, heap and a turn against goals run (--out DIR
+also writes an SVG per curve).
 
 Figures depend on the machine; quote medians of several runs.`,
 		Example: `  ioa bench
