@@ -63,6 +63,10 @@ func TestFaultOrchestratorKilled(t *testing.T) {
 	}
 	subj, _ := bus.NewSubjects("ioa")
 	waitReady(t, nc, subj)
+	// Ready means the coordinator is online; the worker registers on its
+	// own time (a loaded CI machine once ran the first goal before it had,
+	// and the team-up refused "member worker is not registered").
+	waitOnline(t, nc, subj, "coordinator", "worker")
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
