@@ -84,7 +84,10 @@ func startInstance(t *testing.T, b *bus.Bus, cfg orchestrator.Config, orch *orch
 // the waiting submitters all get their result, the survivors own every
 // partition within two lease TTLs, and no chat log holds a seq twice.
 func TestInstancesShareChatsAndTakeOverFromOneThatDies(t *testing.T) {
-	const ttl = time.Second
+	// Leases of 2 s: with 1 s, a CI machine loaded by every package's
+	// tests at once starved the renewals, and the partitions moved all the
+	// time while the 24 goals formed (one run never saw them all running).
+	const ttl = 2 * time.Second
 	b := bustest.New(t)
 	cfg := orchestrator.Config{LeaseTTL: ttl}
 	reg, err := registry.New(b, registry.Config{})
@@ -153,9 +156,9 @@ func TestInstancesShareChatsAndTakeOverFromOneThatDies(t *testing.T) {
 	// Wait until every goal is under way (its team formed), then kill the
 	// second instance mid-goals.
 	var running []string
-	// 24 team-ups on three instances whose leases (TTL 1s) move under a
-	// loaded CI machine take longer than waitFor's 20 s there.
-	waitForWithin(t, time.Minute, "every goal running", func() bool {
+	// 24 team-ups on three instances whose leases move under a loaded CI
+	// machine take longer than waitFor's 20 s there.
+	allRunning := func() bool {
 		var list protocol.GoalListReply
 		if err := bus.Request(t.Context(), nc, b.Subjects().Goal(bus.GoalList), protocol.GoalListRequest{Status: "running"}, &list); err != nil {
 			return false
@@ -167,7 +170,25 @@ func TestInstancesShareChatsAndTakeOverFromOneThatDies(t *testing.T) {
 			}
 		}
 		return len(running) == waiting+fireAndForget
-	})
+	}
+	for deadline := time.Now().Add(time.Minute); !allRunning(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			// Say where each goal is, so that a failure can be read.
+			var list protocol.GoalListReply
+			_ = bus.Request(t.Context(), nc, b.Subjects().Goal(bus.GoalList), protocol.GoalListRequest{Status: "all"}, &list)
+			for _, g := range list.Goals {
+				reason := ""
+				if g.Result != nil {
+					reason = g.Result.Reason
+				}
+				t.Logf("goal %s: %s, chat %q, partition %d %s", g.GoalID, g.Status, g.CommID, ins[0].orch.PartitionOf(g.GoalID), reason)
+			}
+			for _, in := range ins {
+				t.Logf("instance %s holds %v", in.orch.InstanceID(), in.orch.Partitions())
+			}
+			t.Fatalf("timed out after 1m waiting for every goal running: %d of %d", len(running), waiting+fireAndForget)
+		}
+	}
 	victim := ins[1]
 	theirs := victim.orch.Partitions()
 	var orphaned int

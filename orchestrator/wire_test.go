@@ -283,13 +283,3 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	stacktest.WaitFor(t, what, cond)
 }
-
-// waitForWithin is waitFor with a deadline of d.
-func waitForWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-	}
-}
