@@ -156,6 +156,7 @@ func TestTraceAcrossAForeignAgentProcess(t *testing.T) {
 	if res.Status != protocol.GoalConcluded || !strings.Contains(res.Conclusion, "desserts") {
 		t.Fatalf("goal: %s (%s):\n%s", res.Status, res.Reason, res.Conclusion)
 	}
+	stacktest.WaitFor(t, "the goal's root span", func() bool { return ended(exp, goalSpan(res.GoalID)) })
 	var rootTrace, rootSpan []byte
 	for _, sp := range exp.GetSpans() {
 		if sp.Name == "ioa.goal" && attr(sp, telemetry.AttrGoalID) == res.GoalID {

@@ -34,6 +34,26 @@ func traceInMemory(t *testing.T) *tracetest.InMemoryExporter {
 	return exp
 }
 
+// ended reports whether a span matching is exported (has ended). A goal's
+// root span ends just after its waiting submitter is answered, and a task's
+// span just after its result is sent, so a test reading spans waits for
+// the ones it needs.
+func ended(exp *tracetest.InMemoryExporter, matching func(tracetest.SpanStub) bool) bool {
+	for _, sp := range exp.GetSpans() {
+		if matching(sp) {
+			return true
+		}
+	}
+	return false
+}
+
+// goalSpan matches the root span of a goal.
+func goalSpan(goal string) func(tracetest.SpanStub) bool {
+	return func(sp tracetest.SpanStub) bool {
+		return sp.Name == "ioa.goal" && attr(sp, telemetry.AttrGoalID) == goal
+	}
+}
+
 func attr(s tracetest.SpanStub, key attribute.Key) string {
 	for _, kv := range s.Attributes {
 		if kv.Key == key {
@@ -119,6 +139,7 @@ func TestOneTracePerGoal(t *testing.T) {
 	}
 	for _, res := range results {
 		stacktest.WaitFor(t, "the turn spans of "+res.GoalID, func() bool { return turnSpans(res.CommID) >= res.Turns })
+		stacktest.WaitFor(t, "the root span of "+res.GoalID, func() bool { return ended(exp, goalSpan(res.GoalID)) })
 	}
 	spans := exp.GetSpans()
 	byID := map[trace.SpanID]tracetest.SpanStub{}
@@ -214,6 +235,9 @@ func TestNestedGoalInItsParentsTrace(t *testing.T) {
 	if res.Status != protocol.GoalConcluded || !strings.Contains(res.Conclusion, "135") {
 		t.Fatalf("goal: %s (%s):\n%s", res.Status, res.Reason, res.Conclusion)
 	}
+	stacktest.WaitFor(t, "the goal's root span and the trip planner's task span", func() bool {
+		return ended(exp, goalSpan(res.GoalID)) && ended(exp, func(sp tracetest.SpanStub) bool { return sp.Name == "execute_tool trip-planner" })
+	})
 	spans := exp.GetSpans()
 	byID := map[trace.SpanID]tracetest.SpanStub{}
 	var root tracetest.SpanStub
