@@ -66,6 +66,11 @@ func (s *Service) writeOutcomes(ctx context.Context) {
 	for {
 		select {
 		case <-s.outcomeQ.wake:
+			// Woken and stopped at once, select may pick either: a flush
+			// on the cancelled ctx would fail every write (and warn).
+			if ctx.Err() != nil {
+				break
+			}
 			s.flushOutcomes(ctx)
 			// Under load, outcomes that come within outcomeLinger of each
 			// other go in one write per agent (and one re-index of its
@@ -76,11 +81,11 @@ func (s *Service) writeOutcomes(ctx context.Context) {
 			}
 			continue
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeFlushFor)
-			s.flushOutcomes(fctx)
-			cancel()
-			return
 		}
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeFlushFor)
+		s.flushOutcomes(fctx)
+		cancel()
+		return
 	}
 }
 
