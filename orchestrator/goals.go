@@ -24,13 +24,19 @@ import (
 
 // newID returns a short random id that is valid in subjects.
 func newID(prefix string) string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
+	return idFrom(prefix, b)
+}
+
+// idFrom spells 12 bytes (random, or a hash) as an id after prefix.
+func idFrom(prefix string, b []byte) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	out := make([]byte, 12)
+	for i := range out {
+		out[i] = alphabet[int(b[i])%len(alphabet)]
 	}
-	return prefix + string(b)
+	return prefix + string(out)
 }
 
 // goalID is the id of a new goal: derived from the submitter and the

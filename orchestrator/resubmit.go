@@ -17,15 +17,10 @@ import (
 // finds the record the first one created instead of creating another goal.
 
 // keyedGoalID is the goal id of a submission with an idempotency key: the
-// same for the same submitter and key, in the alphabet of newID.
+// same for the same submitter and key.
 func keyedGoalID(submitter, key string) string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	sum := sha256.Sum256([]byte(submitter + "\x00" + key))
-	b := make([]byte, 12)
-	for i := range b {
-		b[i] = alphabet[int(sum[i])%len(alphabet)]
-	}
-	return "g" + string(b)
+	return idFrom("g", sum[:])
 }
 
 // resubmitted answers a submission whose idempotency key names a goal that

@@ -241,12 +241,17 @@ func (c *clientConn) submit(ctx context.Context, req protocol.GoalRequest, out *
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = rand.Text()
 	}
-	subject := c.goalSubject(bus.GoalSubmit)
+	return c.requestAgain(ctx, c.goalSubject(bus.GoalSubmit), clientRequestTimeout, clientRequestTimeout/4, req, out)
+}
+
+// requestAgain is requestWithin for a request safe to send twice: one
+// whose answer has not come within each is sent again (bus.RequestAgain).
+func (c *clientConn) requestAgain(ctx context.Context, subject string, timeout, each time.Duration, in, out any) error {
 	ctx, done := c.whileAllowed(ctx, subject)
 	defer done()
-	ctx, cancel := context.WithTimeout(ctx, clientRequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return c.explain(ctx, subject, clientRequestTimeout, bus.RequestAgain(ctx, c.nc, subject, clientRequestTimeout/4, req, out))
+	return c.explain(ctx, subject, timeout, bus.RequestAgain(ctx, c.nc, subject, each, in, out))
 }
 
 // explain turns a request's error into one for people; ctx is the

@@ -171,12 +171,7 @@ func awaitGoal(ctx context.Context, cmd *cobra.Command, c *clientConn, req proto
 	// The result comes when the goal ends; one lost on the way is asked for
 	// again every 30 s (with the key, each copy is the same goal).
 	var res protocol.GoalResult
-	subject := c.goalSubject(bus.GoalSubmit)
-	ctx, done := c.whileAllowed(ctx, subject)
-	defer done()
-	ctx, cancel := context.WithTimeout(ctx, wait+clientRequestTimeout)
-	defer cancel()
-	if err := c.explain(ctx, subject, wait+clientRequestTimeout, bus.RequestAgain(ctx, c.nc, subject, 30*time.Second, req, &res)); err != nil {
+	if err := c.requestAgain(ctx, c.goalSubject(bus.GoalSubmit), wait+clientRequestTimeout, 30*time.Second, req, &res); err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
 	if asJSON {
