@@ -256,9 +256,14 @@ func (s *Service) dropPartitions(ps []int) {
 }
 
 // startLaunch has the owner of the goal's partition launch it: this
-// instance, or the owner it forwards to.
+// instance, or the owner it forwards to. A goal recorded as forming was
+// promised a launch by this instance, which keeps the promise even if the
+// partition was given away since: the new owner's takeover may have read
+// the live goals before the record was stored, and neither the forward nor
+// the owner launches a goal that is no longer accepted (a CI run found one
+// left forming for good while three instances shared the partitions out).
 func (s *Service) startLaunch(ctx context.Context, st protocol.GoalStatus) {
-	if s.mine(st.GoalID) {
+	if st.Status == protocol.GoalForming || s.mine(st.GoalID) {
 		s.wg.Go(func() { s.launch(ctx, st) })
 		return
 	}
