@@ -34,11 +34,11 @@ type chatLoop struct {
 	concluded atomic.Bool
 
 	chat     protocol.Chat
-	pending  map[uint64]protocol.AgentMessage // arrived ahead of a gap
+	pending  map[uint64]*protocol.AgentMessage // arrived ahead of a gap; nil until one does
 	team     []protocol.AgentCard
-	recent   []protocol.AgentMessage
-	started  map[string]int // task id -> attempt this process has started
-	spoken   bool           // a move was sent (or settled) for spokeSeq
+	recent   []*protocol.AgentMessage // the last recentMessages applied, never changed once applied
+	started  map[string]int           // task id -> attempt this process has started
+	spoken   bool                     // a move was sent (or settled) for spokeSeq
 	spokeSeq uint64
 	gone     bool // the referee does not know the chat, or we are not in it
 	kicks    chan struct{}
@@ -87,7 +87,6 @@ func newChatLoop(a *agentState, comm string) *chatLoop {
 		log:     a.log.With("comm_id", comm),
 		in:      make(chan *protocol.AgentMessage, chatQueue),
 		done:    make(chan struct{}),
-		pending: map[uint64]protocol.AgentMessage{},
 		started: map[string]int{},
 		kicks:   make(chan struct{}, 1),
 	}
@@ -105,11 +104,11 @@ func (l *chatLoop) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case m := <-l.in:
-			l.receive(ctx, *m)
+			l.receive(ctx, m)
 			for more := true; more; {
 				select {
 				case m := <-l.in:
-					l.receive(ctx, *m)
+					l.receive(ctx, m)
 				default:
 					more = false
 				}
@@ -175,7 +174,7 @@ func (l *chatLoop) refresh(ctx context.Context) {
 	for {
 		select {
 		case m := <-l.in:
-			l.receive(ctx, *m)
+			l.receive(ctx, m)
 			continue
 		default:
 		}
@@ -187,13 +186,26 @@ func (l *chatLoop) refresh(ctx context.Context) {
 	l.catchUp(ctx)
 }
 
-// receive buffers m and applies whatever is now in order.
-func (l *chatLoop) receive(_ context.Context, m protocol.AgentMessage) {
+// receive applies m when it is next, as it almost always is, and otherwise
+// buffers it until the gap before it is filled.
+func (l *chatLoop) receive(_ context.Context, m *protocol.AgentMessage) {
 	if m.Seq <= l.chat.LastSeq || l.chat.Ended() {
 		return
 	}
-	l.pending[m.Seq] = m
+	if m.Seq == l.chat.LastSeq+1 && len(l.pending) == 0 {
+		l.apply(m)
+		return
+	}
+	l.hold(m)
 	l.drain()
+}
+
+// hold buffers m, which arrived ahead of a gap.
+func (l *chatLoop) hold(m *protocol.AgentMessage) {
+	if l.pending == nil {
+		l.pending = map[uint64]*protocol.AgentMessage{}
+	}
+	l.pending[m.Seq] = m
 }
 
 func (l *chatLoop) drain() {
@@ -212,8 +224,10 @@ func (l *chatLoop) drain() {
 	}
 }
 
-func (l *chatLoop) apply(m protocol.AgentMessage) {
-	n, err := protocol.Apply(l.chat, m)
+// apply moves the replica on by m and keeps m among the recent messages;
+// m must not change afterwards.
+func (l *chatLoop) apply(m *protocol.AgentMessage) {
+	n, err := protocol.Apply(l.chat, *m)
 	if err != nil {
 		// The referee applied the same function before logging, so this
 		// means a different protocol version. Skipping keeps the agent
@@ -229,9 +243,14 @@ func (l *chatLoop) apply(m protocol.AgentMessage) {
 	if m.Type == protocol.MsgSystem && m.Event == protocol.EventStart {
 		l.team = slices.Clone(m.Team)
 	}
+	// Pointers, trimmed in place: copying the last k messages by value on
+	// every message once a chat was long was a tenth of what agents
+	// allocated.
 	l.recent = append(l.recent, m)
 	if k := l.a.rt.opts.recentMessages; len(l.recent) > k {
-		l.recent = slices.Clone(l.recent[len(l.recent)-k:])
+		n := copy(l.recent, l.recent[len(l.recent)-k:])
+		clear(l.recent[n:])
+		l.recent = l.recent[:n]
 	}
 }
 
@@ -261,7 +280,7 @@ func (l *chatLoop) catchUp(ctx context.Context) {
 		}
 		for _, m := range out.Messages {
 			if m.CommID == l.comm && m.Seq > l.chat.LastSeq {
-				l.pending[m.Seq] = m
+				l.hold(&m)
 			}
 		}
 		l.drain()

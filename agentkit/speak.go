@@ -92,7 +92,7 @@ func (l *chatLoop) ask(ctx context.Context, attempt int, lastErr error) (protoco
 		Self:      l.a.Card,
 		Chat:      l.snapshot(),
 		Team:      slices.Clone(l.team),
-		Recent:    slices.Clone(l.recent),
+		Recent:    l.recentMessages(),
 		Attempt:   attempt,
 		LastError: lastErr,
 		Registry:  l.a.searcher,
@@ -175,4 +175,17 @@ func TaskReport(tasks []protocol.TaskState) string {
 		}
 	}
 	return string(b)
+}
+
+// recentMessages copies the recent messages for a policy, which may keep or
+// change its Turn.
+func (l *chatLoop) recentMessages() []protocol.AgentMessage {
+	if len(l.recent) == 0 {
+		return nil
+	}
+	out := make([]protocol.AgentMessage, len(l.recent))
+	for i, m := range l.recent {
+		out[i] = *m
+	}
+	return out
 }
