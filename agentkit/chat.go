@@ -14,8 +14,12 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// chatQueue is the inbox messages a chat's loop may be behind by before
+// the rest are left to its history: a chat gets one message a turn and one
+// per task result, and the buffer is allocated for every chat of every agent
+// (2 KiB at 256).
 const (
-	chatQueue    = 256
+	chatQueue    = 64
 	historyPage  = 100
 	historyPages = 1000 // bounds one catch-up at 100k messages
 	gapRetry     = time.Second
