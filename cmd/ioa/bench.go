@@ -153,11 +153,15 @@ func runBench(cmd *cobra.Command, _ []string) error {
 
 	fmt.Fprintf(progress, "bench: %d goals, %d at a time ...\n", goals, conc)
 	c0 = processCPU()
+	a0 := allocated()
 	perSec, loaded, failed, err := env.goalThroughput(ctx, goals, conc)
 	if err != nil {
 		return err
 	}
 	goalCPU := (processCPU() - c0) / time.Duration(max(goals, 1))
+	// Allocation per goal moves far less with the machine's load than CPU
+	// or goals/s do: the figure to compare two builds by.
+	goalAlloc := float64(allocated()-a0) / float64(max(goals, 1))
 	if path, _ := f.GetString("memprofile"); path != "" {
 		if err := writeHeapProfile(path); err != nil {
 			return err
@@ -172,7 +176,7 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	}
 	rows = append(rows,
 		benchRow{fmt.Sprintf("goals per second (%d concurrent 4-agent goals)", conc), fmt.Sprintf("%.0f/s", perSec),
-			fmt.Sprintf("%d goals, %d not concluded; latency %s; CPU %s/goal", goals, failed, loaded, fmtDur(goalCPU)), ">= 500/s", verdict(perSec >= 500 && failed == 0)},
+			fmt.Sprintf("%d goals, %d not concluded; latency %s; CPU %s/goal, %s allocated/goal", goals, failed, loaded, fmtDur(goalCPU), kb(goalAlloc)), ">= 500/s", verdict(perSec >= 500 && failed == 0)},
 		benchRow{"one goal alone, submit to result, p50 / p99", alone.String(),
 			fmt.Sprintf("func workers ~0 ms; 6 turns, 3 tasks; %d not concluded", failedAlone),
 			"p50 <= 3 ms", verdict(alone.p50 <= 3*time.Millisecond && failedAlone == 0)})
@@ -793,6 +797,13 @@ func (e *benchEnv) goalThroughput(ctx context.Context, n, conc int) (float64, la
 		return 0, latencies{}, failed, firstErr
 	}
 	return float64(n-failed) / wall.Seconds(), summarise(elapsed), failed, nil
+}
+
+// allocated is the bytes the process has allocated on the heap so far.
+func allocated() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
 }
 
 func heap() float64 {
