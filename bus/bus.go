@@ -435,7 +435,7 @@ func (b *Bus) dial(name string, extra ...nats.Option) (*nats.Conn, error) {
 		}),
 	}
 	if b.srv != nil {
-		opts = append(opts, nats.InProcessServer(b.srv))
+		opts = append(opts, nats.InProcessServer(inProcess{b.srv}))
 		if b.cfg.TLS.CertFile != "" {
 			// An in-memory pipe to this process's own server: there is no
 			// network to verify the certificate against.

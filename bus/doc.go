@@ -5,7 +5,10 @@
 // answers requests with the protocol's strict JSON and error conventions.
 //
 // Everything above this package sees the same *Bus whether NATS runs in the
-// process or elsewhere.
+// process or elsewhere. With the embedded server, connections go through
+// memory, with writes buffered in front of the server's pipe (inProcess):
+// nats.go writes while it holds the connection's lock, and a write to a pipe
+// waits for the server to read it.
 //
 // The codec's JSON is github.com/segmentio/encoding/json: the encoding/json
 // API, behaviour and error types (aliases), three to four times faster at
