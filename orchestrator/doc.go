@@ -12,8 +12,10 @@
 //
 // Deadlines (goal timeout, silent speakers, overdue tasks, nudges, members
 // gone offline) are checked by one sweep (sweep.go), which visits a chat only
-// when its next deadline is due. Finished tasks are written for the
-// registry's learning off the chats' path (outcomes.go).
+// when its next deadline is due. The same sweep looks again at a goal that
+// has waited for a team longer than a launch may take (stall.go). Finished
+// tasks are written for the registry's learning off the chats' path
+// (outcomes.go).
 //
 // Every ended goal gets an outcome beside its status (succeeded, partial,
 // failed; protocol.GoalOutcome over the chat's final task board and the

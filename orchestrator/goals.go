@@ -259,6 +259,7 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 		}
 		s.event(protocol.GoalEvent{GoalID: st.ParentGoalID, Kind: protocol.EventSubgoal, Child: st.GoalID, CommID: st.Parent.CommID})
 	}
+	s.watchLaunch(st.GoalID)
 	s.startLaunch(ctx, st)
 	return st, nil
 }
@@ -341,10 +342,15 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	// read when the team-up was formed here (almost always); only a copy
 	// without a chat is checked against the record.
 	if g, _, ok := s.known.get(st.GoalID); ok && (g.CommID != "" || protocol.GoalEnded(g.Status)) {
+		s.unwatchLaunch(st.GoalID)
 		return
 	}
-	if g, err := s.readGoal(ctx, st.GoalID); err == nil && g.CommID == "" && !protocol.GoalEnded(g.Status) {
+	g, err := s.readGoal(ctx, st.GoalID)
+	switch {
+	case err == nil && g.CommID == "" && !protocol.GoalEnded(g.Status):
 		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", fmt.Sprintf("launcher %s answered without forming a team", st.Launcher), nil)
+	case err == nil:
+		s.unwatchLaunch(st.GoalID)
 	}
 }
 
@@ -484,12 +490,14 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	case awaiting && errors.Is(err, errSkip):
 		return nil
 	case ended || errors.Is(err, errSkip):
+		s.unwatchLaunch(id)
 		s.unmarkLive(ctx, id)
 		return nil
 	case err != nil:
 		s.log.Warn("finish goal", "goal", id, "err", err)
 		return err
 	}
+	s.unwatchLaunch(id)
 	res := *st.Result
 	// The record is the truth and now says ended: the submitter that waits,
 	// wherever its submission was taken, is answered before the rest (the

@@ -155,6 +155,7 @@ type Service struct {
 	active     map[string]*chatRecord // comm_id -> record of the open chats this instance referees
 	ended      map[string]*chatRecord // recently ended chats, for late messages
 	pending    map[string]*pendingEnd // goal ends not recorded yet (finishOrRetry)
+	launching  map[string]time.Time   // goals without a chat yet -> when to look again (stall.go)
 	endedOrder []string
 
 	cancel context.CancelFunc
@@ -190,7 +191,7 @@ func New(b *bus.Bus, cfg Config) (*Service, error) {
 		id: cfg.InstanceID, waits: &inflight{total: maxWaits, perCaller: maxWaits},
 		cfg: cfg, b: b, subj: b.Subjects(), codec: b.Codec(), log: cfg.Logger,
 		active: map[string]*chatRecord{}, ended: map[string]*chatRecord{}, reported: map[uint64]struct{}{},
-		pending: map[string]*pendingEnd{},
+		pending: map[string]*pendingEnd{}, launching: map[string]time.Time{},
 		limits:  newRateLimits(cfg.AgentRate, cfg.AgentBurst),
 		submits: &inflight{total: maxSubmits, perCaller: maxSubmitsPerCaller},
 		reads:   &inflight{total: maxHistory, perCaller: maxHistoryPerAgent},

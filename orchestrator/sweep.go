@@ -62,6 +62,7 @@ func (s *Service) sweep(ctx context.Context) {
 			}
 		}
 		s.retryEnds(ctx)
+		s.recheckLaunches(ctx)
 	}
 }
 
@@ -322,6 +323,7 @@ func (s *Service) resume(ctx context.Context, parts []int) {
 		case time.Now().After(st.Deadline):
 			s.wg.Go(func() { s.finishOrRetry(ctx, id, protocol.GoalTimedOut, "", "goal_timeout", nil) })
 		default:
+			s.watchLaunch(id)
 			s.wg.Go(func() { s.launch(ctx, st) })
 		}
 	}

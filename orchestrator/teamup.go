@@ -94,6 +94,7 @@ func (s *Service) handleTeamup(ctx context.Context, _ micro.Request, req *protoc
 	if err != nil {
 		return nil, err
 	}
+	s.unwatchLaunch(st.GoalID)
 	s.event(protocol.GoalEvent{GoalID: st.GoalID, Kind: protocol.EventTeamFormed, CommID: comm, Team: members})
 	start := protocol.AgentMessage{
 		Type: protocol.MsgSystem, Event: protocol.EventStart, ID: "start", Sender: protocol.SystemSender,

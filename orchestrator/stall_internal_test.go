@@ -1,0 +1,94 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/bustest"
+)
+
+// A goal that waited for a team longer than a launch may take, with nothing
+// left to launch it, is launched again while it has time, and timed out
+// when it has none; one with a chat is only forgotten.
+func TestGoalLeftWithoutATeamIsLaunchedAgainOrTimedOut(t *testing.T) {
+	b := bustest.New(t)
+	s, err := New(b, Config{LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	launches := make(chan string, 8)
+	subject, err := b.Subjects().AgentLaunchSubject(s.cfg.Coordinator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := b.Conn().Subscribe(subject, func(m *nats.Msg) {
+		var req protocol.LaunchRequest
+		if json.Unmarshal(m.Data, &req) == nil {
+			launches <- req.GoalID
+		}
+		_ = m.Respond(bus.Encode(protocol.LaunchReply{}))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	record := func(st protocol.GoalStatus) {
+		st.Launcher, st.Goal, st.CreatedAt = s.cfg.Coordinator, "Multiply 2 x 3.", time.Now().UTC()
+		if _, err := s.goals.Create(t.Context(), st.GoalID, bus.Encode(st)); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		s.launching[st.GoalID] = time.Now().Add(-time.Second) // due now
+		s.mu.Unlock()
+	}
+	record(protocol.GoalStatus{GoalID: "gstuck1", Status: protocol.GoalForming, Deadline: time.Now().Add(time.Minute)})
+	record(protocol.GoalStatus{GoalID: "glate1", Status: protocol.GoalForming, Deadline: time.Now().Add(-time.Second)})
+	record(protocol.GoalStatus{GoalID: "gteamed1", Status: protocol.GoalRunning, CommID: "cteamed1", Deadline: time.Now().Add(time.Minute)})
+	s.recheckLaunches(t.Context())
+	select {
+	case id := <-launches:
+		if id != "gstuck1" {
+			t.Errorf("launched %s again, want gstuck1", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the goal left forming was not launched again")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := s.readGoal(t.Context(), "glate1")
+		if err == nil && st.Status == protocol.GoalTimedOut {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the goal past its deadline is %s (%v), want timed_out", st.Status, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		s.mu.Lock()
+		_, teamed := s.launching["gteamed1"]
+		_, late := s.launching["glate1"]
+		s.mu.Unlock()
+		if !teamed && !late {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still watched: the goal with a chat %v, the ended one %v", teamed, late)
+		}
+	}
+	select {
+	case id := <-launches:
+		t.Errorf("launched %s too", id)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
