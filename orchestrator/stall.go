@@ -60,6 +60,12 @@ func (s *Service) recheckLaunches(ctx context.Context) {
 // launch may take, and launches it again (team-up is idempotent per goal)
 // or times it out.
 func (s *Service) recheckLaunch(ctx context.Context, id string) {
+	s.mu.Lock()
+	_, ending := s.pending[id]
+	s.mu.Unlock()
+	if ending {
+		return // its end is decided, and being recorded (retryEnds)
+	}
 	st, err := s.readGoal(ctx, id)
 	switch {
 	case errors.Is(err, protocol.ErrNotFound):

@@ -15,7 +15,8 @@ import (
 
 // A goal that waited for a team longer than a launch may take, with nothing
 // left to launch it, is launched again while it has time, and timed out
-// when it has none; one with a chat is only forgotten.
+// when it has none; one with a chat is only forgotten, and one whose end is
+// being recorded is left alone.
 func TestGoalLeftWithoutATeamIsLaunchedAgainOrTimedOut(t *testing.T) {
 	b := bustest.New(t)
 	s, err := New(b, Config{LeaseTTL: 2 * time.Second})
@@ -54,6 +55,11 @@ func TestGoalLeftWithoutATeamIsLaunchedAgainOrTimedOut(t *testing.T) {
 	record(protocol.GoalStatus{GoalID: "gstuck1", Status: protocol.GoalForming, Deadline: time.Now().Add(time.Minute)})
 	record(protocol.GoalStatus{GoalID: "glate1", Status: protocol.GoalForming, Deadline: time.Now().Add(-time.Second)})
 	record(protocol.GoalStatus{GoalID: "gteamed1", Status: protocol.GoalRunning, CommID: "cteamed1", Deadline: time.Now().Add(time.Minute)})
+	// A goal whose end is decided but not recorded yet is left to retryEnds.
+	record(protocol.GoalStatus{GoalID: "gending1", Status: protocol.GoalForming, Deadline: time.Now().Add(time.Minute)})
+	s.mu.Lock()
+	s.pending["gending1"] = &pendingEnd{status: protocol.GoalFailed, reason: "test", next: time.Now().Add(time.Hour)}
+	s.mu.Unlock()
 	s.recheckLaunches(t.Context())
 	select {
 	case id := <-launches:
