@@ -1,16 +1,11 @@
 package orchestrator
 
 import (
-	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/bus/bustest"
 )
 
 // A goal that waited for a team longer than a launch may take, with nothing
@@ -18,31 +13,8 @@ import (
 // when it has none; one with a chat is only forgotten, and one whose end is
 // being recorded is left alone.
 func TestGoalLeftWithoutATeamIsLaunchedAgainOrTimedOut(t *testing.T) {
-	b := bustest.New(t)
-	s, err := New(b, Config{LeaseTTL: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-	launches := make(chan string, 8)
-	subject, err := b.Subjects().AgentLaunchSubject(s.cfg.Coordinator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := b.Conn().Subscribe(subject, func(m *nats.Msg) {
-		var req protocol.LaunchRequest
-		if json.Unmarshal(m.Data, &req) == nil {
-			launches <- req.GoalID
-		}
-		_ = m.Respond(bus.Encode(protocol.LaunchReply{}))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	s := startedService(t)
+	launches := launchRequests(t, s)
 	record := func(st protocol.GoalStatus) {
 		st.Launcher, st.Goal, st.CreatedAt = s.cfg.Coordinator, "Multiply 2 x 3.", time.Now().UTC()
 		if _, err := s.goals.Create(t.Context(), st.GoalID, bus.Encode(st)); err != nil {
