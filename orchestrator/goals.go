@@ -342,15 +342,10 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	// read when the team-up was formed here (almost always); only a copy
 	// without a chat is checked against the record.
 	if g, _, ok := s.known.get(st.GoalID); ok && (g.CommID != "" || protocol.GoalEnded(g.Status)) {
-		s.unwatchLaunch(st.GoalID)
 		return
 	}
-	g, err := s.readGoal(ctx, st.GoalID)
-	switch {
-	case err == nil && g.CommID == "" && !protocol.GoalEnded(g.Status):
+	if g, err := s.readGoal(ctx, st.GoalID); err == nil && g.CommID == "" && !protocol.GoalEnded(g.Status) {
 		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", fmt.Sprintf("launcher %s answered without forming a team", st.Launcher), nil)
-	case err == nil:
-		s.unwatchLaunch(st.GoalID)
 	}
 }
 
@@ -483,6 +478,9 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		g.Status, g.Outcome, outcome = status, g.Result.Outcome, g.Result.Outcome
 		return nil
 	})
+	if err == nil || errors.Is(err, errSkip) {
+		s.unwatchLaunch(id) // ended, or waiting for approval with its chat
+	}
 	switch {
 	case awaiting && err == nil:
 		s.approvalRequested(st)
@@ -490,14 +488,12 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	case awaiting && errors.Is(err, errSkip):
 		return nil
 	case ended || errors.Is(err, errSkip):
-		s.unwatchLaunch(id)
 		s.unmarkLive(ctx, id)
 		return nil
 	case err != nil:
 		s.log.Warn("finish goal", "goal", id, "err", err)
 		return err
 	}
-	s.unwatchLaunch(id)
 	res := *st.Result
 	// The record is the truth and now says ended: the submitter that waits,
 	// wherever its submission was taken, is answered before the rest (the

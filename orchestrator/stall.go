@@ -31,7 +31,9 @@ func (s *Service) watchLaunch(id string) {
 	s.mu.Unlock()
 }
 
-// unwatchLaunch stops watching goal id: it has a chat, or it ended.
+// unwatchLaunch stops watching goal id: team-up recorded its chat here, or
+// finishGoal its end. A goal whose team formed on another instance is
+// dropped at its one look (recheckLaunch).
 func (s *Service) unwatchLaunch(id string) {
 	s.mu.Lock()
 	delete(s.launching, id)

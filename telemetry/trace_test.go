@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,12 +40,7 @@ func traceInMemory(t *testing.T) *tracetest.InMemoryExporter {
 // span just after its result is sent, so a test reading spans waits for
 // the ones it needs.
 func ended(exp *tracetest.InMemoryExporter, matching func(tracetest.SpanStub) bool) bool {
-	for _, sp := range exp.GetSpans() {
-		if matching(sp) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(exp.GetSpans(), matching)
 }
 
 // goalSpan matches the root span of a goal.
