@@ -194,11 +194,9 @@ func (s *Service) appendMsg(ctx context.Context, comm string, rec *chatRecord, m
 	}
 	// The log is the truth and the KV record a summary of it, so chats save
 	// it at most once per sweep tick (a short chat only at its end); an end
-	// is saved at once, before the chat is retired.
+	// is saved by endGoal, after the goal's record and before the chat is
+	// retired.
 	rec.dirty = true
-	if rec.Chat.Ended() {
-		s.saveRecord(ctx, comm, rec)
-	}
 	s.effects(ctx, comm, rec, prev, m)
 	return r, nil
 }
@@ -485,7 +483,12 @@ func (s *Service) endGoal(ctx context.Context, comm string, rec *chatRecord) {
 	if status == protocol.GoalConcluded && c.Reason == "turn_limit" {
 		reason = "turn_limit: concluded in the launcher's last turn"
 	}
-	if err := s.finishGoal(ctx, c.GoalID, status, text, reason, &chatSum{Usage: rec.Usage, Turns: c.Turn, Chat: &c}); err != nil {
+	err := s.finishGoal(ctx, c.GoalID, status, text, reason, &chatSum{Usage: rec.Usage, Turns: c.Turn, Chat: &c})
+	// The goal's record first: it answers a waiting submitter, and the
+	// chat's summary can follow (the log already holds the end, and a
+	// takeover rebuilds from it).
+	s.saveRecord(ctx, comm, rec)
+	if err != nil {
 		s.log.Warn("goal of an ended chat not recorded yet; trying again", "goal", c.GoalID, "comm", comm, "err", err)
 		if s.activeChat(comm) == nil {
 			s.setActive(comm, rec)
