@@ -183,10 +183,11 @@ func (s *Service) memberCards(ctx context.Context, launcher string, members []st
 
 // invite asks every member but the launcher to join; all must accept.
 func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatus, cards []protocol.AgentCard, depth int) error {
-	req := protocol.InviteRequest{
+	// One invitation, with the team's cards, encoded once for every member.
+	req := bus.Encode(protocol.InviteRequest{
 		CommID: comm, GoalID: st.GoalID, Goal: st.Goal, Launcher: st.Launcher,
 		Team: cards, MaxTurns: st.MaxTurns, TeamUpDepth: depth,
-	}
+	})
 	errs := make([]error, len(cards))
 	var wg sync.WaitGroup
 	for i, c := range cards {

@@ -20,7 +20,8 @@ type formedTeams struct {
 }
 
 type formedTeam struct {
-	clauses []string
+	goal    string
+	clauses []Clause // Split(goal), so the plan does not split it again
 	results [][]protocol.SearchResult
 }
 
@@ -28,13 +29,9 @@ type formedTeam struct {
 // (the chat failed to start, the launcher's turn went to another replica).
 const maxFormedTeams = 1024
 
-func (f *formedTeams) put(goalID string, clauses []Clause, results [][]protocol.SearchResult) {
+func (f *formedTeams) put(goalID, goal string, clauses []Clause, results [][]protocol.SearchResult) {
 	if goalID == "" {
 		return
-	}
-	texts := make([]string, len(clauses))
-	for i, c := range clauses {
-		texts[i] = c.Text
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -44,33 +41,28 @@ func (f *formedTeams) put(goalID string, clauses []Clause, results [][]protocol.
 	if _, ok := f.goals[goalID]; !ok {
 		f.order = append(f.order, goalID)
 	}
-	f.goals[goalID] = formedTeam{texts, results}
+	f.goals[goalID] = formedTeam{goal, clauses, results}
 	for len(f.order) > maxFormedTeams {
 		delete(f.goals, f.order[0])
 		f.order = f.order[1:]
 	}
 }
 
-// take returns and forgets the answers kept for goalID, if they were for
-// the same clauses.
-func (f *formedTeams) take(goalID string, clauses []Clause) ([][]protocol.SearchResult, bool) {
+// take returns and forgets the clauses and answers kept for goalID, if they
+// were for the same goal text.
+func (f *formedTeams) take(goalID, goal string) ([]Clause, [][]protocol.SearchResult, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, ok := f.goals[goalID]
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	delete(f.goals, goalID)
 	if i := slices.Index(f.order, goalID); i >= 0 {
 		f.order = slices.Delete(f.order, i, i+1)
 	}
-	if len(t.clauses) != len(clauses) {
-		return nil, false
+	if t.goal != goal {
+		return nil, nil, false
 	}
-	for i, c := range clauses {
-		if t.clauses[i] != c.Text {
-			return nil, false
-		}
-	}
-	return t.results, true
+	return t.clauses, t.results, true
 }

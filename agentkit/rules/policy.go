@@ -88,7 +88,7 @@ func (p *Policy) TeamUp(ctx context.Context, req agentkit.TeamUpRequest) (agentk
 			add(results[i][j].Name)
 		}
 	}
-	p.formed.put(req.GoalID, clauses, results)
+	p.formed.put(req.GoalID, req.Goal, clauses, results)
 	return agentkit.TeamUpDecision{Members: members}, nil
 }
 
@@ -154,14 +154,16 @@ func (p *Policy) memberReply(t agentkit.Turn) protocol.AgentMessage {
 // hands the turn to the first other member.
 func (p *Policy) planMessage(ctx context.Context, t agentkit.Turn) protocol.AgentMessage {
 	c := &t.Chat
-	clauses := Split(c.Goal)
-	if len(clauses) == 0 {
-		return protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "The goal is empty; there is nothing to do."}
-	}
 	// The answers that formed the team give each clause to the member
 	// recruited for it; without them (a named team, a restart) the
 	// registry is asked, deep enough to rank every member.
-	results, formed := p.formed.take(c.GoalID, clauses)
+	clauses, results, formed := p.formed.take(c.GoalID, c.Goal)
+	if !formed {
+		clauses = Split(c.Goal)
+	}
+	if len(clauses) == 0 {
+		return protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "The goal is empty; there is nothing to do."}
+	}
 	errs := make([]error, len(clauses))
 	if !formed && t.Registry != nil {
 		results, errs = searchAll(ctx, t.Registry, clauses, func(text string) protocol.SearchRequest {
