@@ -128,12 +128,16 @@ func TestFaultOrchestratorKilled(t *testing.T) {
 	for i := 0; time.Since(start) < runFor; i++ {
 		req := protocol.GoalRequest{Goal: fmt.Sprintf("Do step one of job %d, then do step two of job %d.", i, i), Team: []string{"worker"}}
 		if i%waitOne == 0 {
-			req.Wait = true
+			// A waiting submitter keys its goal and sends it again, as
+			// ioa goal does: a submission the dead instance took before
+			// recording it is lost with it, and the copy sent again
+			// creates the goal once.
+			req.Wait, req.IdempotencyKey = true, fmt.Sprintf("failover-%d", i)
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 				defer cancel()
 				var res protocol.GoalResult
-				err := bus.Request(ctx, nc, subj.Goal(bus.GoalSubmit), req, &res)
+				err := bus.RequestAgain(ctx, nc, subj.Goal(bus.GoalSubmit), 10*time.Second, req, &res)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
