@@ -137,6 +137,15 @@ const provisionWait = 60 * time.Second
 // time out; the next pass finds the stream and updates it at once.
 const provisionAttempt = 3 * time.Second
 
+// storeRetries is how many more passes provisioning makes after the server
+// could not create a stream's store (API error 10049). On a fresh store
+// nats-server tidies the account's storage directory while it enables
+// JetStream (it removes an empty one), and a stream created at that moment
+// fails with "mkdir …/streams: no such file or directory": one CI run of a
+// first `ioa serve` start hit it. A store that cannot be made (a full disk,
+// a read-only directory) still fails, after these passes.
+const storeRetries = 3
+
 func (c Config) withDefaults() Config {
 	if c.Prefix == "" {
 		c.Prefix = "ioa"
@@ -374,18 +383,33 @@ func (b *Bus) init(ctx context.Context) error {
 func (b *Bus) provisionRetry(ctx context.Context) error {
 	deadline := time.Now().Add(provisionWait)
 	pace := backoff.New(100*time.Millisecond, time.Second)
+	storeFails := 0
 	for {
 		pctx, cancel := context.WithTimeout(ctx, provisionAttempt)
 		err := b.provision(pctx)
 		cancel()
-		if err == nil || !jetStreamNotReady(err) || time.Now().Add(pace.Pause()).After(deadline) {
+		if err == nil {
+			return nil
+		}
+		again := jetStreamNotReady(err)
+		if storeCreateFailed(err) && storeFails < storeRetries {
+			storeFails++
+			again = true
+		}
+		if !again || time.Now().Add(pace.Pause()).After(deadline) {
 			return err
 		}
-		b.cfg.Logger.Info("JetStream not ready yet; provisioning again", "err", err, "in", pace.Pause())
+		b.cfg.Logger.Info("JetStream could not provision yet; provisioning again", "err", err, "in", pace.Pause())
 		if !pace.Wait(ctx) {
 			return err
 		}
 	}
+}
+
+// storeCreateFailed reports the server's "error creating store for stream".
+func storeCreateFailed(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == 10049
 }
 
 // jetStreamNotReady reports errors that a forming cluster gives before it

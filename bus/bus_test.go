@@ -11,6 +11,7 @@ import (
 
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/bus/bustest"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -201,5 +202,41 @@ func TestProvisionAppliesRetention(t *testing.T) {
 	}
 	if st, _ := kv.Status(ctx); st.TTL() != 48*time.Hour {
 		t.Errorf("goal records expire after %v, want 48h", st.TTL())
+	}
+}
+
+// A stream store the server could not create is tried again: on a fresh
+// store nats-server may be tidying the account's directory while it
+// enables JetStream, and a stream created at that moment fails once (a CI
+// run of a first ioa serve start). Here a file stands where the account's
+// streams directory goes; the server's failed create clears it, as the
+// tidying ends, and the next pass creates every stream.
+func TestProvisionRetriesAStoreTheServerCouldNotCreate(t *testing.T) {
+	store := t.TempDir()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: store, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	dir := filepath.Join(store, "jetstream", "$G")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "streams"), []byte("in the way"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := bus.Connect(t.Context(), bus.Config{NATSURL: srv.ClientURL()})
+	if err != nil {
+		t.Fatalf("provisioning after a store the server could not create: %v", err)
+	}
+	defer b.Close()
+	for _, name := range []string{bus.StreamChats, bus.StreamTasks, bus.StreamGoals} {
+		if _, err := b.JetStream().Stream(t.Context(), name); err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
 	}
 }
