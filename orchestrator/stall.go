@@ -70,16 +70,14 @@ func (s *Service) recheckLaunch(ctx context.Context, id string) {
 	}
 	st, err := s.readGoal(ctx, id)
 	switch {
-	case errors.Is(err, protocol.ErrNotFound):
-		s.unwatchLaunch(id)
+	case errors.Is(err, protocol.ErrNotFound) || (err == nil && (protocol.GoalEnded(st.Status) || st.CommID != "")):
+		s.unwatchLaunch(id) // gone, ended, or its team formed elsewhere
 		return
 	case err != nil:
 		return // looked at again after another launchStall
-	case protocol.GoalEnded(st.Status) || st.CommID != "":
-		s.unwatchLaunch(id)
-		return
 	case time.Now().After(st.Deadline):
-		s.unwatchLaunch(id)
+		// finishGoal stops the watch once the end is recorded; until
+		// then the end is pending and the watch leaves it alone.
 		s.finishOrRetry(ctx, id, protocol.GoalTimedOut, "", "goal_timeout", nil)
 		return
 	}
