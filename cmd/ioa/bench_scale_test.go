@@ -79,3 +79,36 @@ func TestGrowth(t *testing.T) {
 		t.Errorf("a rate falling 10x for 10x the size: %q, want linear", got)
 	}
 }
+
+// TestBenchGoalsAlone runs the one-goal-alone figures of ioa bench, back
+// to back and after an idle pause, on a small run: every goal concludes and
+// each phase reports a latency.
+func TestBenchGoalsAlone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env, err := startBenchEnv(ctx, t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.close()
+	perSec, back, failed, err := env.goalThroughput(ctx, 3, 1)
+	if err != nil || failed != 0 {
+		t.Fatalf("back to back: %d not concluded, err %v", failed, err)
+	}
+	if perSec <= 0 || back.p50 <= 0 || back.p99 < back.p50 {
+		t.Errorf("back to back: %.1f goals/s, latency %s", perSec, back)
+	}
+	idle, failed, err := env.goalsAfterIdle(ctx, 3, 10*time.Millisecond)
+	if err != nil || failed != 0 {
+		t.Fatalf("after idle: %d not concluded, err %v", failed, err)
+	}
+	if idle.p50 <= 0 || idle.p99 < idle.p50 {
+		t.Errorf("after idle: latency %s", idle)
+	}
+	// A cancelled context ends the idle series with its error.
+	done, stop := context.WithCancel(ctx)
+	stop()
+	if _, _, err := env.goalsAfterIdle(done, 3, time.Millisecond); err == nil {
+		t.Error("goalsAfterIdle with a cancelled context: no error")
+	}
+}

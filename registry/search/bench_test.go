@@ -100,3 +100,30 @@ func BenchmarkEmbedQuery(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSearchFewCards times a search of an index as small as a
+// development runtime's (six short cards, one shard): what a launcher's
+// team-up pays per clause when the registry holds only its team.
+func BenchmarkSearchFewCards(b *testing.B) {
+	ix, err := NewIndex(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, d := range []Doc{
+		{Name: "counter", Description: "Counts apples in a basket."},
+		{Name: "painter", Description: "Paints fences in bright colours."},
+		{Name: "writer", Description: "Writes a summary of earlier results."},
+		{Name: "coordinator", Description: "Leads teams: splits a goal and assigns its parts."},
+		{Name: "member-1", Description: "bench member one"},
+		{Name: "member-2", Description: "bench member two"},
+	} {
+		if err := ix.Upsert(b.Context(), d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if _, err := ix.Search(b.Context(), Query{Texts: []string{"Count the apples"}, Limit: 5}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

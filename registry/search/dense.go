@@ -455,13 +455,19 @@ func (v *vectors) nearestCards(ctx context.Context, q []float32, k int, wh map[s
 	}
 	out := make([][]chromem.Result, len(ps))
 	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		n := min(k+p.sh.stale, p.sh.coll.Count())
-		if n == 0 {
-			continue
+	query := func(i int) {
+		if n := min(k+ps[i].sh.stale, ps[i].sh.coll.Count()); n > 0 {
+			out[i], errs[i] = ps[i].sh.coll.QueryEmbedding(ctx, q, n, wh, nil)
 		}
-		wg.Go(func() { out[i], errs[i] = p.sh.coll.QueryEmbedding(ctx, q, n, wh, nil) })
+	}
+	// The shards are queried at once, the last one on this goroutine: a
+	// small index (one shard) starts no goroutine of its own.
+	var wg sync.WaitGroup
+	for i := range len(ps) - 1 {
+		wg.Go(func() { query(i) })
+	}
+	if len(ps) > 0 {
+		query(len(ps) - 1)
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
