@@ -482,7 +482,8 @@ func (e *benchEnv) curveGoals(ctx context.Context, o scaleOpts, progress io.Writ
 	done := 0
 	for _, n := range o.goals {
 		fmt.Fprintf(progress, "bench: scale: running goals up to %d ...\n", n)
-		perSec, _, failed, err := e.goalThroughput(ctx, n-done, 50)
+		run, err := e.goalThroughput(ctx, n-done, 50)
+		perSec, failed := run.perSec, run.failed
 		if err != nil {
 			return nil, err
 		}

@@ -91,12 +91,15 @@ func TestBenchGoalsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer env.close()
-	perSec, back, failed, err := env.goalThroughput(ctx, 3, 1)
-	if err != nil || failed != 0 {
-		t.Fatalf("back to back: %d not concluded, err %v", failed, err)
+	run, err := env.goalThroughput(ctx, 3, 1)
+	if err != nil || run.failed != 0 {
+		t.Fatalf("back to back: %d not concluded, err %v", run.failed, err)
 	}
-	if perSec <= 0 || back.p50 <= 0 || back.p99 < back.p50 {
-		t.Errorf("back to back: %.1f goals/s, latency %s", perSec, back)
+	if run.perSec <= 0 || run.lat.p50 <= 0 || run.lat.p99 < run.lat.p50 {
+		t.Errorf("back to back: %.1f goals/s, latency %s", run.perSec, run.lat)
+	}
+	if run.sustained != 0 {
+		t.Errorf("one goal at a time has no sustained rate, got %.1f/s", run.sustained)
 	}
 	idle, failed, err := env.goalsAfterIdle(ctx, 3, 10*time.Millisecond)
 	if err != nil || failed != 0 {
@@ -110,5 +113,32 @@ func TestBenchGoalsAlone(t *testing.T) {
 	stop()
 	if _, _, err := env.goalsAfterIdle(done, 3, time.Millisecond); err == nil {
 		t.Error("goalsAfterIdle with a cancelled context: no error")
+	}
+}
+
+// TestSustainedRate checks the rate with every goal in flight: the first
+// conc and the last conc to conclude are left out, and a run too short
+// for that has none.
+func TestSustainedRate(t *testing.T) {
+	var ends []time.Duration
+	for i := range 10 {
+		ends = append(ends, time.Duration(i+1)*100*time.Millisecond)
+	}
+	// Goals 3 to 8 conclude at 0.3 s to 0.8 s: 5 more in 0.5 s.
+	if got := sustainedRate(ends, 2); math.Abs(got-10) > 1e-9 {
+		t.Errorf("sustainedRate(2) = %v, want 10", got)
+	}
+	// A slow start is left out: the first two took 5 s.
+	slow := []time.Duration{5 * time.Second, 5 * time.Second}
+	for _, e := range ends[2:] {
+		slow = append(slow, e+5*time.Second)
+	}
+	if got := sustainedRate(slow, 2); math.Abs(got-10) > 1e-9 {
+		t.Errorf("sustainedRate(2) after a slow start = %v, want 10", got)
+	}
+	for _, conc := range []int{1, 4, 50} {
+		if got := sustainedRate(ends, conc); got != 0 {
+			t.Errorf("sustainedRate(%d) of 10 goals = %v, want 0 (no such window)", conc, got)
+		}
 	}
 }

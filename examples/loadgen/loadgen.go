@@ -94,6 +94,19 @@ type phase struct {
 	failed   int
 	firstErr error
 	wall     time.Duration
+	ends     []time.Duration // since the phase started, when each concluded goal did, in order
+}
+
+// sustained is the rate of concluded goals while conc were in flight all
+// along: between the conc-th and the (n-conc)-th to conclude, leaving out
+// the start, when the first conc goals have not come back yet, and the end,
+// when fewer than conc are left. 0 when the phase is too short to have one.
+func (p phase) sustained(conc int) float64 {
+	lo, hi := conc, len(p.ends)-1-conc
+	if conc < 2 || hi-lo < conc {
+		return 0
+	}
+	return float64(hi-lo) / (p.ends[hi] - p.ends[lo]).Seconds()
 }
 
 // run is the load generator: it starts the teams, waits for the server to
@@ -348,6 +361,7 @@ func (s *submitter) series(ctx context.Context, name string, n, conc, base int, 
 					}
 				} else {
 					p.ok = append(p.ok, d)
+					p.ends = append(p.ends, time.Since(start))
 				}
 				mu.Unlock()
 			}
@@ -447,6 +461,9 @@ func printTable(w io.Writer, cfg config, ref, load, solo phase, agentErrs int) {
 		rate = float64(len(load.ok)) / load.wall.Seconds()
 	}
 	fmt.Fprintf(tw, "concluded goals/s (%d in flight)\t%.1f\n", cfg.Concurrency, rate)
+	if r := load.sustained(cfg.Concurrency); r > 0 {
+		fmt.Fprintf(tw, "sustained goals/s (all %d in flight, start and end left out)\t%.1f\n", cfg.Concurrency, r)
+	}
 	fmt.Fprintf(tw, "latency under load p50 / p99\t%s\n", fmtLat(load))
 	if cfg.Solo > 0 {
 		fmt.Fprintf(tw, "solo latency p50 / p99 (%d goals, one at a time)\t%s\n", solo.goals, fmtLat(solo))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"go/build"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,6 +72,7 @@ func TestRun(t *testing.T) {
 	t.Logf("\n%s", table)
 	for _, re := range []string{
 		`concluded goals/s \(5 in flight\)\s+[0-9]+\.[0-9]\n`,
+		`sustained goals/s \(all 5 in flight, start and end left out\)\s+[0-9]+\.[0-9]\n`,
 		`latency under load p50 / p99\s+[0-9.]+ (ms|µs) / [0-9.]+ (ms|µs)\n`,
 		`solo latency p50 / p99 \(3 goals, one at a time\)\s+[0-9.]+ (ms|µs) / [0-9.]+ (ms|µs)\n`,
 		`reference: request-reply to the server p50 / p99\s+[0-9.]+ (ms|µs) / [0-9.]+ (ms|µs)\n`,
@@ -356,6 +358,33 @@ func TestInsecureServer(t *testing.T) {
 	for _, re := range []string{`goals not concluded\s+0 of 3\n`, `solo latency p50 / p99\s+skipped \(--solo 0\)\n`} {
 		if !regexp.MustCompile(re).MatchString(out.String()) {
 			t.Errorf("the table has no line matching %s:\n%s", re, &out)
+		}
+	}
+}
+
+// TestSustained checks the rate with every goal in flight: the first conc
+// and the last conc to conclude are left out, and a phase too short for
+// that has none.
+func TestSustained(t *testing.T) {
+	var p phase
+	for i := range 10 {
+		p.ends = append(p.ends, time.Duration(i+1)*100*time.Millisecond)
+	}
+	// Goals 3 to 8 conclude at 0.3 s to 0.8 s: 5 more in 0.5 s.
+	if got := p.sustained(2); math.Abs(got-10) > 1e-9 {
+		t.Errorf("sustained(2) = %v, want 10", got)
+	}
+	// A slow start is left out: the first two took 5 s.
+	slow := phase{ends: append([]time.Duration{5 * time.Second, 5 * time.Second}, p.ends[2:]...)}
+	for i := 2; i < len(slow.ends); i++ {
+		slow.ends[i] += 5 * time.Second
+	}
+	if got := slow.sustained(2); math.Abs(got-10) > 1e-9 {
+		t.Errorf("sustained(2) after a slow start = %v, want 10", got)
+	}
+	for _, conc := range []int{1, 4, 50} {
+		if got := p.sustained(conc); got != 0 {
+			t.Errorf("sustained(%d) of 10 goals = %v, want 0 (no such window)", conc, got)
 		}
 	}
 }
