@@ -178,7 +178,6 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	alone, failedAlone := solo.lat, solo.failed
 	// Back to back, the process never idles; a goal sent to an idle server
 	// first wakes its sleeping threads. Both are one goal alone.
 	const pause = 20 * time.Millisecond
@@ -186,14 +185,14 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	failedAlone += failedIdle
+	failedAlone := solo.failed + failedIdle
 	rows = append(rows,
 		benchRow{fmt.Sprintf("goals per second (%d concurrent 4-agent goals)", conc), fmt.Sprintf("%.0f/s", load.perSec),
 			fmt.Sprintf("%d goals, %d not concluded; %s; latency %s; CPU %s/goal, %s allocated/goal", goals, load.failed, sustainedNote(load.sustained, conc), load.lat, fmtDur(goalCPU), kb(goalAlloc)),
 			">= 500/s", verdict(load.perSec >= 500 && load.failed == 0)},
-		benchRow{"one goal alone, submit to result, p50 / p99", alone.String(),
+		benchRow{"one goal alone, submit to result, p50 / p99", solo.lat.String(),
 			fmt.Sprintf("back to back; after %s idle each %s; func workers ~0 ms; 6 turns, 3 tasks; %d not concluded", pause, afterIdle, failedAlone),
-			"p50 <= 3 ms", verdict(alone.p50 <= 3*time.Millisecond && failedAlone == 0)})
+			"p50 <= 3 ms", verdict(solo.lat.p50 <= 3*time.Millisecond && failedAlone == 0)})
 
 	fmt.Fprintln(progress, "bench: memory per idle agent and per open chat ...")
 	perAgent, err := env.memoryPerAgent(ctx, idle)

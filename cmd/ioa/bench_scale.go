@@ -483,12 +483,11 @@ func (e *benchEnv) curveGoals(ctx context.Context, o scaleOpts, progress io.Writ
 	for _, n := range o.goals {
 		fmt.Fprintf(progress, "bench: scale: running goals up to %d ...\n", n)
 		run, err := e.goalThroughput(ctx, n-done, 50)
-		perSec, failed := run.perSec, run.failed
 		if err != nil {
 			return nil, err
 		}
-		if failed > 0 {
-			return nil, fmt.Errorf("bench: %d of %d goals did not conclude", failed, n-done)
+		if run.failed > 0 {
+			return nil, fmt.Errorf("bench: %d of %d goals did not conclude", run.failed, n-done)
 		}
 		after := heap()
 		perGoal := (after - before) / float64(n-done) / 1024
@@ -499,7 +498,7 @@ func (e *benchEnv) curveGoals(ctx context.Context, o scaleOpts, progress io.Writ
 			if err != nil {
 				return nil, err
 			}
-			runs = append(runs, append([]float64{perSec, perGoal}, r...))
+			runs = append(runs, append([]float64{run.perSec, perGoal}, r...))
 		}
 		c.rows = append(c.rows, medianRow(runs))
 	}
