@@ -678,7 +678,9 @@ func (s *Service) handleList(ctx context.Context, r micro.Request, req *protocol
 	return &out, nil
 }
 
-// event publishes a goal event; the IOA_GOALS stream keeps it for late readers.
+// event publishes a goal event that only the IOA_GOALS stream holds (the
+// goal's steps: accepted, team formed, subgoal, approval, its end): stored
+// with an acknowledgement, and sent again if it was not.
 func (s *Service) event(ev protocol.GoalEvent) {
 	if ev.At.IsZero() {
 		ev.At = time.Now().UTC()
@@ -686,7 +688,35 @@ func (s *Service) event(ev protocol.GoalEvent) {
 	s.publishEvent(ev.GoalID, bus.Encode(ev))
 }
 
-// publishEvent stores an encoded goal event of goal, asynchronously.
+// restate publishes a goal event that restates a logged chat entry
+// (message, task_assigned, task_done) without asking for an
+// acknowledgement: the entry itself was acknowledged in IOA_CHATS, so an
+// event lost while IOA_GOALS has no leader loses nothing the chat's log
+// does not hold. The acknowledgement cost as much as storing the event:
+// about a tenth of a turn's CPU and latency on two cores.
+func (s *Service) restate(ev protocol.GoalEvent) {
+	if ev.At.IsZero() {
+		ev.At = time.Now().UTC()
+	}
+	s.restateEncoded(ev.GoalID, bus.Encode(ev))
+}
+
+// restateEncoded is restate for an event already encoded.
+func (s *Service) restateEncoded(goal string, data []byte) {
+	subject, err := s.subj.GoalEvents(goal)
+	if err != nil {
+		return
+	}
+	// A plain publish: JetStream stores it and answers nothing. It goes out
+	// on the connection the chat's entry and the acknowledged events use,
+	// so the stream gets them in the order they were published.
+	if err := s.nc.Publish(subject, data); err != nil {
+		s.log.Warn("publish goal event", "goal", goal, "err", err)
+	}
+}
+
+// publishEvent stores an encoded goal event of goal, asynchronously, with
+// an acknowledgement (see eventFailed).
 func (s *Service) publishEvent(goal string, data []byte) {
 	subject, err := s.subj.GoalEvents(goal)
 	if err != nil {

@@ -427,9 +427,9 @@ func (s *Service) redeliver(rec *chatRecord) {
 // data is m as logged: the message event carries those bytes rather than
 // encoding m a second time.
 func (s *Service) announce(comm, goal string, m protocol.AgentMessage, data []byte) {
-	s.publishEvent(goal, withMessage(bus.Encode(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventMessage, CommID: comm, At: time.Now().UTC()}), data))
+	s.restateEncoded(goal, withMessage(bus.Encode(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventMessage, CommID: comm, At: time.Now().UTC()}), data))
 	for i := range m.Tasks {
-		s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventTaskAssigned, CommID: comm, Task: &m.Tasks[i]})
+		s.restate(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventTaskAssigned, CommID: comm, Task: &m.Tasks[i]})
 	}
 }
 
@@ -455,7 +455,7 @@ func (s *Service) effects(ctx context.Context, comm string, rec *chatRecord, pre
 				s.log.Warn("publish task result", "comm", comm, "task", m.TaskID, "err", err)
 			}
 		}
-		s.event(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventTaskDone, CommID: comm, Task: &t.Task, Message: &m})
+		s.restate(protocol.GoalEvent{GoalID: goal, Kind: protocol.EventTaskDone, CommID: comm, Task: &t.Task, Message: &m})
 		s.recordOutcome(comm, t.Task, m.TaskStatus)
 	}
 	c := rec.Chat
