@@ -113,11 +113,18 @@ func scan(data []byte) error {
 		}
 		return protocol.Errorf(protocol.ErrInvalid, "malformed JSON: %v", err)
 	}
+	// The keys of the open objects are kept in keys, each object's from its
+	// frame's start on, as slices of data: a message's few keys are compared
+	// one by one without copying them, and an object with many keys gets a
+	// map. Small bodies (every protocol message) allocate nothing here.
 	type frame struct {
 		object bool
-		keys   map[string]struct{}
+		start  int                 // the object's first key in keys
+		index  map[string]struct{} // its keys, once it has more than linearKeys
 	}
-	var stack []frame
+	var stackBuf [8]frame
+	var keyBuf [32][]byte
+	stack, keys := stackBuf[:0], keyBuf[:0]
 	expectKey := false
 	for i := 0; i < len(data); i++ {
 		switch c := data[i]; c {
@@ -125,9 +132,10 @@ func scan(data []byte) error {
 			if len(stack) >= maxDepth {
 				return protocol.Errorf(protocol.ErrInvalid, "JSON nested deeper than %d", maxDepth)
 			}
-			stack = append(stack, frame{object: c == '{'})
+			stack = append(stack, frame{object: c == '{', start: len(keys)})
 			expectKey = c == '{'
 		case '}', ']':
+			keys = keys[:stack[len(stack)-1].start]
 			stack = stack[:len(stack)-1]
 			expectKey = false
 		case ',':
@@ -137,23 +145,51 @@ func scan(data []byte) error {
 			if expectKey {
 				top := &stack[len(stack)-1]
 				key := data[i+1 : end]
-				k := string(key)
 				if bytes.IndexByte(key, '\\') >= 0 {
+					var k string
 					_ = json.Unmarshal(data[i:end+1], &k) // valid JSON: unescape for comparison
+					key = []byte(k)
 				}
-				if top.keys == nil {
-					top.keys = map[string]struct{}{}
+				var dup bool
+				keys, dup = addKey(top.start, &top.index, keys, key)
+				if dup {
+					return protocol.Errorf(protocol.ErrInvalid, "duplicate key %q", key)
 				}
-				if _, dup := top.keys[k]; dup {
-					return protocol.Errorf(protocol.ErrInvalid, "duplicate key %q", k)
-				}
-				top.keys[k] = struct{}{}
 				expectKey = false
 			}
 			i = end
 		}
 	}
 	return nil
+}
+
+// linearKeys is how many keys an object's new key is compared with one by
+// one before its keys go into a map.
+const linearKeys = 16
+
+// addKey adds key to the object whose keys start at keys[start] (or are in
+// *index), and reports whether the object has it already.
+func addKey(start int, index *map[string]struct{}, keys [][]byte, key []byte) ([][]byte, bool) {
+	if *index == nil {
+		own := keys[start:]
+		for _, k := range own {
+			if bytes.Equal(k, key) {
+				return keys, true
+			}
+		}
+		if len(own) < linearKeys {
+			return append(keys, key), false
+		}
+		*index = make(map[string]struct{}, 2*linearKeys)
+		for _, k := range own {
+			(*index)[string(k)] = struct{}{}
+		}
+	}
+	if _, dup := (*index)[string(key)]; dup {
+		return keys, true
+	}
+	(*index)[string(key)] = struct{}{}
+	return keys, false
 }
 
 // stringEnd returns the index of the quote that closes the string opening

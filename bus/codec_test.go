@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -73,6 +74,9 @@ func FuzzCodec(f *testing.F) {
 			if !errors.As(err, &pe) || (pe.Status != 400 && pe.Status != 413) {
 				t.Fatalf("error is not a protocol 400/413: %v", err)
 			}
+			if strings.Contains(err.Error(), "duplicate key") && !refHasDuplicate(data) {
+				t.Fatalf("refused a duplicate key that is not there: %q: %v", data, err)
+			}
 			return
 		}
 		// Anything accepted is a JSON object that encoding/json also accepts,
@@ -84,6 +88,37 @@ func FuzzCodec(f *testing.F) {
 			t.Fatalf("accepted a duplicate key: %q", data)
 		}
 	})
+}
+
+// Objects with more keys than are compared one by one, and keys of nested
+// objects beside their parent's, are told apart as they should be.
+func TestCodecDuplicateKeysInLargeAndNestedObjects(t *testing.T) {
+	c := bus.Codec{}
+	object := func(n int, extra string) string {
+		var b strings.Builder
+		b.WriteString(`{`)
+		for i := range n {
+			fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+		}
+		b.WriteString(extra + `}`)
+		return b.String()
+	}
+	for in, dup := range map[string]bool{
+		object(40, `"end":1`):                           false,
+		object(40, `"k0":1`):                            true, // first key, seen before the map
+		object(40, `"k39":1`):                           true, // last key, seen after
+		object(40, `"k0":1`):                            true, // escaped, after the map
+		object(15, `"k3":1`):                            true, // escaped, before it
+		`{"a":1,"o":` + object(40, `"a":1`) + `,"b":2}`: false,
+		`{"a":1,"o":` + object(40, `"a":1`) + `,"a":2}`: true, // the parent's keys outlive the child's
+		`{"a":[` + object(3, `"x":1`) + `,` + object(20, `"x":1`) + `],"x":1}`: false,
+		`{"a":[` + object(3, `"x":1`) + `,` + object(20, `"k7":1`) + `]}`:      true,
+	} {
+		err := c.Decode([]byte(in), &map[string]any{})
+		if got := err != nil; got != dup || (dup && !strings.Contains(err.Error(), "duplicate key")) {
+			t.Errorf("Decode(%.60q...) = %v, want a duplicate key: %v", in, err, dup)
+		}
+	}
 }
 
 // refHasDuplicate is a slow, obviously right duplicate-key check.
@@ -140,6 +175,28 @@ func TestCodecDecodeLogged(t *testing.T) {
 	} {
 		if err := c.DecodeLogged([]byte(in), &m); !errors.Is(err, want) {
 			t.Errorf("DecodeLogged(%.30q) = %v, want %v", in, err, want)
+		}
+	}
+}
+
+// An outbox request as agents send it: the referee decodes one per turn.
+var outboxBody = []byte(`{"id":"m-123","type":"discussion","content":"Counted 12 apples in the basket.","next_speaker":["coordinator"]}`)
+
+func BenchmarkCodecDecodeMessage(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		var m protocol.AgentMessage
+		if err := (bus.Codec{}).Decode(outboxBody, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCodecCheck(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := (bus.Codec{}).Check(outboxBody); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
