@@ -264,7 +264,9 @@ func (s *Service) appendLog(ctx context.Context, comm string, after, seq uint64,
 		return bytes.Equal(raw.Data, data) && raw.Header.Get(MarkHeader) == msg.Header.Get(MarkHeader)
 	}
 	return s.settle(ctx, "chat log "+comm, func(ctx context.Context) (uint64, error) {
-		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectLastSequencePerSubject(after))
+		msg.Header.Set(jetstream.MsgIDHeader, msgID)
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(after, 10))
+		ack, err := bus.PublishAcked(ctx, s.nc, msg)
 		if err != nil {
 			return 0, err
 		}
@@ -503,7 +505,10 @@ func (s *Service) endGoal(ctx context.Context, comm string, rec *chatRecord) {
 // was lost).
 func (s *Service) publishOnce(ctx context.Context, stream jetstream.Stream, subject string, data []byte, msgID string) error {
 	_, err := s.settle(ctx, subject, func(ctx context.Context) (uint64, error) {
-		ack, err := s.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+		msg := nats.NewMsg(subject)
+		msg.Data = data
+		msg.Header.Set(jetstream.MsgIDHeader, msgID)
+		ack, err := bus.PublishAcked(ctx, s.nc, msg)
 		if err != nil {
 			return 0, err
 		}
