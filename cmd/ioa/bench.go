@@ -537,12 +537,9 @@ func (e *benchEnv) turnFloor(ctx context.Context, n int) (latencies, error) {
 		return latencies{}, err
 	}
 	defer ref.Close()
-	rjs, err := jetstream.New(ref)
-	if err != nil {
-		return latencies{}, err
-	}
 	if _, err := ref.Subscribe("bench.floor.outbox", func(m *nats.Msg) {
-		if _, err := rjs.Publish(ctx, "bench.floor.log.c1", m.Data); err != nil {
+		// Published as the referee publishes its entries (bus.PublishAcked).
+		if _, err := bus.PublishAcked(ctx, ref, &nats.Msg{Subject: "bench.floor.log.c1", Data: m.Data}); err != nil {
 			return
 		}
 		for i := range 4 {
