@@ -107,8 +107,8 @@ func TestCodecDuplicateKeysInLargeAndNestedObjects(t *testing.T) {
 		object(40, `"end":1`):                           false,
 		object(40, `"k0":1`):                            true, // first key, seen before the map
 		object(40, `"k39":1`):                           true, // last key, seen after
-		object(40, `"k0":1`):                            true, // escaped, after the map
-		object(15, `"k3":1`):                            true, // escaped, before it
+		object(40, `"k\u0030":1`):                       true, // escaped, after the map
+		object(15, `"\u006b3":1`):                       true, // escaped, before it
 		`{"a":1,"o":` + object(40, `"a":1`) + `,"b":2}`: false,
 		`{"a":1,"o":` + object(40, `"a":1`) + `,"a":2}`: true, // the parent's keys outlive the child's
 		`{"a":[` + object(3, `"x":1`) + `,` + object(20, `"x":1`) + `],"x":1}`: false,
