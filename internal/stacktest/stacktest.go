@@ -6,8 +6,8 @@ package stacktest
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -125,18 +125,18 @@ func (s *Stack) RunAgentsOn(t testing.TB, nc *nats.Conn, opts []agentkit.Option,
 }
 
 // WaitOnline returns once the registry lists every name as online, and
-// fails the test after 20 seconds.
+// fails the test after 20 seconds. It asks registry.list, which answers from
+// the registry's view, and a card is in the view only once it is in the
+// search index: registry.get also reads a card the view has not applied yet
+// straight from KV, so a goal submitted on its word could search before the
+// card was searchable (a CI run found one team formed without its agent).
 func (s *Stack) WaitOnline(t testing.TB, names ...string) {
 	t.Helper()
 	for _, n := range names {
-		var err error
 		WaitFor(t, "agent "+n+" online", func() bool {
-			var info protocol.AgentInfo
-			err = s.Request(t, s.Bus.Subjects().Registry(bus.RegistryGet), protocol.NameRequest{Name: n}, &info)
-			if err == nil && !info.Online {
-				err = errors.New("listed offline")
-			}
-			return err == nil
+			var list protocol.ListReply
+			err := s.Request(t, s.Bus.Subjects().Registry(bus.RegistryList), protocol.ListRequest{OnlineOnly: true, Limit: 1000}, &list)
+			return err == nil && slices.ContainsFunc(list.Agents, func(a protocol.AgentInfo) bool { return a.Name == n })
 		})
 	}
 }
