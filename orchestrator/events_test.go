@@ -2,7 +2,6 @@ package orchestrator_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"testing"
 
@@ -109,7 +108,7 @@ func TestGoalEventsRestateEveryLoggedEntryInOrder(t *testing.T) {
 	}
 	for _, k := range []string{protocol.EventAccepted, protocol.EventTeamFormed, protocol.EventConcluded} {
 		if !kinds[k] {
-			t.Errorf("no %s event among %v", k, fmt.Sprint(kinds))
+			t.Errorf("no %s event among %v", k, kinds)
 		}
 	}
 }

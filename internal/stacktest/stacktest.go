@@ -133,11 +133,24 @@ func (s *Stack) RunAgentsOn(t testing.TB, nc *nats.Conn, opts []agentkit.Option,
 func (s *Stack) WaitOnline(t testing.TB, names ...string) {
 	t.Helper()
 	for _, n := range names {
-		WaitFor(t, "agent "+n+" online", func() bool {
-			var list protocol.ListReply
-			err := s.Request(t, s.Bus.Subjects().Registry(bus.RegistryList), protocol.ListRequest{OnlineOnly: true, Limit: 1000}, &list)
-			return err == nil && slices.ContainsFunc(list.Agents, func(a protocol.AgentInfo) bool { return a.Name == n })
-		})
+		WaitFor(t, "agent "+n+" online", func() bool { return s.listedOnline(t, n) })
+	}
+}
+
+// listedOnline reports whether registry.list, page by page, has name online.
+func (s *Stack) listedOnline(t testing.TB, name string) bool {
+	const page = 1000 // registry.list's largest page
+	for offset := 0; ; offset += page {
+		var list protocol.ListReply
+		if err := s.Request(t, s.Bus.Subjects().Registry(bus.RegistryList), protocol.ListRequest{OnlineOnly: true, Offset: offset, Limit: page}, &list); err != nil {
+			return false
+		}
+		if slices.ContainsFunc(list.Agents, func(a protocol.AgentInfo) bool { return a.Name == name }) {
+			return true
+		}
+		if len(list.Agents) < page {
+			return false
+		}
 	}
 }
 
