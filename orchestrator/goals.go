@@ -495,6 +495,10 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		return err
 	}
 	res := *st.Result
+	// The goal's span ends before anyone hears of the end: a sub-goal's
+	// span must be in its parent's trace by the time the parent's task, which
+	// waited on it, ends (a CI run exported the parent's task span first).
+	s.endGoalSpan(st)
 	// The record is the truth and now says ended: the submitter that waits,
 	// wherever its submission was taken, is answered before the rest (the
 	// live index, the event and the result stream each cost a round trip,
@@ -503,7 +507,6 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		_ = bus.RespondLater(s.nc, st.ReplyTo, res)
 	}
 	s.cfg.Metrics.GoalEnded(status, outcome, time.Since(st.CreatedAt))
-	s.endGoalSpan(st)
 	kind := map[string]string{
 		protocol.GoalConcluded: protocol.EventConcluded, protocol.GoalFailed: protocol.EventFailed,
 		protocol.GoalCancelled: protocol.EventCancelled, protocol.GoalTimedOut: protocol.EventTimedOut,

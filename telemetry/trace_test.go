@@ -36,9 +36,9 @@ func traceInMemory(t *testing.T) *tracetest.InMemoryExporter {
 }
 
 // ended reports whether a span matching is exported (has ended). A goal's
-// root span ends just after its waiting submitter is answered, and a task's
-// span just after its result is sent, so a test reading spans waits for
-// the ones it needs.
+// root span ends just before its waiting submitter is answered, and a
+// task's span just after its result is sent, so a test reading spans waits
+// for the ones it needs.
 func ended(exp *tracetest.InMemoryExporter, matching func(tracetest.SpanStub) bool) bool {
 	return slices.ContainsFunc(exp.GetSpans(), matching)
 }
