@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/segmentio/encoding/json"
 )
 
 // chatRecord is the referee's view of a chat: the FSM state plus the

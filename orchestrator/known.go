@@ -1,10 +1,10 @@
 package orchestrator
 
 import (
-	"encoding/json"
 	"sync"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/segmentio/encoding/json"
 )
 
 // knownGoals keeps the last goal record this instance wrote and its KV

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/ioa-nats/ioa/internal/backoff"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/segmentio/encoding/json"
 )
 
 // Only the referee writes chat logs, but nothing in NATS stops another
