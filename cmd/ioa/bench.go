@@ -40,6 +40,9 @@ and measures, each beside its reference from the same run:
 
   chat turn round trip   an agent's outbox request until every member's inbox
                          has the message, against a raw NATS request-reply
+                         and the turn's floor (no referee), the three timed
+                         in 20 interleaved rounds so they share the host's
+                         good and bad moments
   goals per second       concurrent 4-agent goals (coordinator + 3 workers)
   one goal alone         submit to result as the submitter times it, back to
                          back and after 20 ms idle each (a server at rest wakes
@@ -131,24 +134,14 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	var rows []benchRow
 
 	fmt.Fprintln(progress, "bench: chat turn round trip ...")
-	raw, err := env.rawRequestReply(ctx, turns)
+	// CPU per turn is the steadier figure on a noisy machine: it is what a
+	// change to the work shows in, whatever else the host runs.
+	lat, cpu, err := env.timeTurns(ctx, turns)
 	if err != nil {
 		return err
 	}
-	c0 := processCPU()
-	floor, err := env.turnFloor(ctx, turns)
-	if err != nil {
-		return err
-	}
-	floorCPU := (processCPU() - c0) / time.Duration(max(turns, 1))
-	// CPU per turn or goal is the steadier figure on a noisy machine: it is
-	// what a change to the work shows in, whatever else the host runs.
-	c0 = processCPU()
-	rtt, err := env.turnRoundTrip(ctx, turns)
-	if err != nil {
-		return err
-	}
-	turnCPU := (processCPU() - c0) / time.Duration(max(turns, 1))
+	raw, floor, rtt := lat[0], lat[1], lat[2]
+	floorCPU, turnCPU := cpu[1], cpu[2]
 	ratio := float64(rtt.p50) / float64(raw.p50)
 	rows = append(rows, benchRow{"chat turn round trip p50 / p99 (4 members)", rtt.String(),
 		fmt.Sprintf("raw NATS req-reply %s; floor (log+ack, 4 inboxes) %s (%.1fx raw, CPU %s); CPU %s/turn",
@@ -156,7 +149,7 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		"p50 <= 6x raw", fmt.Sprintf("%s (%.1fx)", verdict(ratio <= 6), ratio)})
 
 	fmt.Fprintf(progress, "bench: %d goals, %d at a time ...\n", goals, conc)
-	c0 = processCPU()
+	c0 := processCPU()
 	a0 := allocated()
 	load, err := env.goalThroughput(ctx, goals, conc)
 	if err != nil {
@@ -317,6 +310,10 @@ type benchEnv struct {
 }
 
 const benchLauncher = "coordinator"
+
+// turnRounds is how many rounds the raw request-reply, the floor and the
+// turn are timed in, one after the other in each round (interleaved).
+const turnRounds = 20
 
 var benchOrchestrator = orchestrator.Config{
 	MaxTurns: 1 << 30, SpeakerTimeout: 10 * time.Minute, GoalTimeout: 10 * time.Minute,
@@ -493,50 +490,128 @@ func (e *benchEnv) close() {
 	_ = e.b.Shutdown(ctx)
 }
 
-// rawRequestReply times a plain NATS request-reply between two in-process
-// connections: the floor under any refereed turn.
-func (e *benchEnv) rawRequestReply(ctx context.Context, n int) (latencies, error) {
-	srv, err := e.b.NewConn("bench-echo")
-	if err != nil {
-		return latencies{}, err
-	}
-	defer srv.Close()
-	sub, err := srv.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
-	if err != nil {
-		return latencies{}, err
-	}
-	defer sub.Unsubscribe()
-	_ = srv.Flush()
-	body := []byte(`{"v":1,"id":"x","type":"discussion","content":"hello","next_speaker":["a"]}`)
-	out := make([]time.Duration, 0, n)
-	for range n {
-		t0 := time.Now()
-		if _, err := e.b.Conn().RequestWithContext(ctx, "bench.echo", body); err != nil {
-			return latencies{}, err
-		}
-		out = append(out, time.Since(t0))
-	}
-	return summarise(out), nil
+// rig is one round trip under measurement: once it is set up, step times
+// one round trip; close undoes the setup.
+type rig struct {
+	step  func() (time.Duration, error)
+	close func()
 }
 
-// turnFloor times the least a refereed turn can cost in this architecture:
+// rawRig times a plain NATS request-reply between two in-process
+// connections: the floor under any refereed turn.
+func (e *benchEnv) rawRig(ctx context.Context) (*rig, error) {
+	srv, err := e.b.NewConn("bench-echo")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := srv.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
+		srv.Close()
+		return nil, err
+	}
+	_ = srv.Flush()
+	body := []byte(`{"v":1,"id":"x","type":"discussion","content":"hello","next_speaker":["a"]}`)
+	return &rig{step: func() (time.Duration, error) {
+		t0 := time.Now()
+		_, err := e.b.Conn().RequestWithContext(ctx, "bench.echo", body)
+		return time.Since(t0), err
+	}, close: srv.Close}, nil
+}
+
+// timeTurns times n round trips each of a raw request-reply, the turn's
+// floor and a refereed turn, interleaved; see interleaved.
+func (e *benchEnv) timeTurns(ctx context.Context, n int) ([]latencies, []time.Duration, error) {
+	var rigs []*rig
+	defer func() {
+		for _, g := range rigs {
+			g.close()
+		}
+	}()
+	for _, mk := range []func() (*rig, error){
+		func() (*rig, error) { return e.rawRig(ctx) },
+		func() (*rig, error) { return e.floorRig(ctx) },
+		func() (*rig, error) { return e.turnRig(ctx, n) },
+	} {
+		g, err := mk()
+		if err != nil {
+			return nil, nil, err
+		}
+		rigs = append(rigs, g)
+	}
+	return interleaved(n, turnRounds, rigs...)
+}
+
+// interleaved times n round trips of each rig, in rounds of n/rounds each
+// taken in turn, so that all of them see the same moments of a noisy host
+// and a ratio between them compares like with like. It returns each rig's
+// latencies and its process CPU per round trip.
+func interleaved(n, rounds int, rigs ...*rig) ([]latencies, []time.Duration, error) {
+	rounds = max(1, min(rounds, n))
+	samples := make([][]time.Duration, len(rigs))
+	cpu := make([]time.Duration, len(rigs))
+	for r := range rounds {
+		per := n/rounds + btoi(r < n%rounds)
+		for i, g := range rigs {
+			c0 := processCPU()
+			for range per {
+				d, err := g.step()
+				if err != nil {
+					return nil, nil, err
+				}
+				samples[i] = append(samples[i], d)
+			}
+			cpu[i] += processCPU() - c0
+		}
+	}
+	out := make([]latencies, len(rigs))
+	for i := range rigs {
+		out[i] = summarise(samples[i])
+		cpu[i] /= time.Duration(max(n, 1))
+	}
+	return out, cpu, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// floorRig times the least a refereed turn can cost in this architecture:
 // the sender's request reaches a referee that does nothing but log the
 // message in a file-backed stream (waiting for its acknowledgement), publish
 // it to four inboxes and answer; timed until all four inboxes hold it. No
 // decoding, checking, state or events: the referee's work is measured against
 // this, and the issue's "6x raw" against it.
-func (e *benchEnv) turnFloor(ctx context.Context, n int) (latencies, error) {
+func (e *benchEnv) floorRig(ctx context.Context) (_ *rig, err error) {
 	js := e.b.JetStream()
 	const stream = "BENCH_FLOOR"
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"bench.floor.log.>"}, Storage: jetstream.FileStorage}); err != nil {
-		return latencies{}, err
+		return nil, err
 	}
-	defer func() { _ = js.DeleteStream(context.WithoutCancel(ctx), stream) }()
-	ref, err := e.b.NewConn("bench-floor-referee")
+	conns := []*nats.Conn{}
+	closeAll := func() {
+		for _, nc := range conns {
+			nc.Close()
+		}
+		_ = js.DeleteStream(context.WithoutCancel(ctx), stream)
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	conn := func(name string) (*nats.Conn, error) {
+		nc, err := e.b.NewConn(name)
+		if err == nil {
+			conns = append(conns, nc)
+		}
+		return nc, err
+	}
+	ref, err := conn("bench-floor-referee")
 	if err != nil {
-		return latencies{}, err
+		return nil, err
 	}
-	defer ref.Close()
 	if _, err := ref.Subscribe("bench.floor.outbox", func(m *nats.Msg) {
 		// Published as the referee publishes its entries (bus.PublishAcked).
 		if _, err := bus.PublishAcked(ctx, ref, &nats.Msg{Subject: "bench.floor.log.c1", Data: m.Data}); err != nil {
@@ -547,38 +622,34 @@ func (e *benchEnv) turnFloor(ctx context.Context, n int) (latencies, error) {
 		}
 		_ = m.Respond([]byte(`{"seq":1}`))
 	}); err != nil {
-		return latencies{}, err
+		return nil, err
 	}
 	_ = ref.Flush()
 	var got sync.WaitGroup
 	for i := range 4 {
-		nc, err := e.b.NewConn("bench-floor-member")
+		nc, err := conn("bench-floor-member")
 		if err != nil {
-			return latencies{}, err
+			return nil, err
 		}
-		defer nc.Close()
 		if _, err := nc.Subscribe("bench.floor.inbox."+strconv.Itoa(i), func(*nats.Msg) { got.Done() }); err != nil {
-			return latencies{}, err
+			return nil, err
 		}
 		_ = nc.Flush()
 	}
-	sender, err := e.b.NewConn("bench-floor-sender")
+	sender, err := conn("bench-floor-sender")
 	if err != nil {
-		return latencies{}, err
+		return nil, err
 	}
-	defer sender.Close()
 	body := []byte(`{"v":1,"id":"x","type":"discussion","content":"hello","next_speaker":["a"]}`)
-	out := make([]time.Duration, 0, n)
-	for range n {
+	return &rig{step: func() (time.Duration, error) {
 		got.Add(4)
 		t0 := time.Now()
 		if _, err := sender.RequestWithContext(ctx, "bench.floor.outbox", body); err != nil {
-			return latencies{}, err
+			return 0, err
 		}
 		got.Wait()
-		out = append(out, time.Since(t0))
-	}
-	return summarise(out), nil
+		return time.Since(t0), nil
+	}, close: closeAll}, nil
 }
 
 // wireMember is a protocol-only member that counts what reaches its inbox.
@@ -708,42 +779,53 @@ func (e *benchEnv) openWireChat(ctx context.Context, launcher string, maxTurns i
 	return "", "", fmt.Errorf("bench: chat for goal %s did not start", sub.GoalID)
 }
 
-// turnRoundTrip times refereed turns: the launcher's outbox request until
-// every member's inbox holds the logged message.
-func (e *benchEnv) turnRoundTrip(ctx context.Context, n int) (latencies, error) {
+// turnRig times refereed turns: the launcher's outbox request until every
+// member's inbox holds the logged message. It opens a goal for up to n turns.
+func (e *benchEnv) turnRig(ctx context.Context, n int) (_ *rig, err error) {
 	members := []string{"rtt-lead", "rtt-1", "rtt-2", "rtt-3"}
 	var ws []*wireMember
+	closeAll := func() {
+		for _, w := range ws {
+			w.nc.Close()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
 	for _, m := range members {
 		w, err := e.newWireMember(ctx, m, members[1:])
 		if err != nil {
-			return latencies{}, err
+			return nil, err
 		}
-		defer w.nc.Close()
 		ws = append(ws, w)
 	}
 	goalID, comm, err := e.openWireChat(ctx, "rtt-lead", n+10)
 	if err != nil {
-		return latencies{}, err
+		return nil, err
 	}
-	defer e.cancelGoal(ctx, goalID)
 	outbox, _ := e.b.Subjects().Outbox("rtt-lead", comm)
 	lead := ws[0]
-	out := make([]time.Duration, 0, n)
-	for i := range n {
+	i := 0
+	return &rig{step: func() (time.Duration, error) {
+		i++
 		msg := protocol.AgentMessage{ID: "rtt-" + strconv.Itoa(i), Type: protocol.MsgDiscussion, Content: "turn " + strconv.Itoa(i), NextSpeaker: []string{"rtt-lead"}}
 		t0 := time.Now()
 		var reply protocol.SendReply
 		if err := bus.Request(ctx, lead.nc, outbox, msg, &reply); err != nil {
-			return latencies{}, fmt.Errorf("bench: turn %d: %w", i, err)
+			return 0, fmt.Errorf("bench: turn %d: %w", i, err)
 		}
 		for _, w := range ws {
 			if !w.waitSeq(comm, reply.Seq, 10*time.Second) {
-				return latencies{}, fmt.Errorf("bench: %s never received seq %d", w.name, reply.Seq)
+				return 0, fmt.Errorf("bench: %s never received seq %d", w.name, reply.Seq)
 			}
 		}
-		out = append(out, time.Since(t0))
-	}
-	return summarise(out), nil
+		return time.Since(t0), nil
+	}, close: func() {
+		e.cancelGoal(ctx, goalID)
+		closeAll()
+	}}, nil
 }
 
 func (e *benchEnv) cancelGoal(ctx context.Context, id string) {

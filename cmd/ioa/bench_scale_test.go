@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +142,74 @@ func TestSustainedRate(t *testing.T) {
 		if got := sustainedRate(ends, conc); got != 0 {
 			t.Errorf("sustainedRate(%d) of 10 goals = %v, want 0 (no such window)", conc, got)
 		}
+	}
+}
+
+// TestInterleavedTakesTurns checks that each rig makes its n round trips in
+// rounds, the rigs one after the other in every round, and that a failing
+// step ends the measurement with its error.
+func TestInterleavedTakesTurns(t *testing.T) {
+	var order []int
+	mk := func(id int, d time.Duration) *rig {
+		return &rig{step: func() (time.Duration, error) {
+			order = append(order, id)
+			return d, nil
+		}}
+	}
+	lat, cpu, err := interleaved(10, 3, mk(0, time.Microsecond), mk(1, 2*time.Microsecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10 in 3 rounds: 4, 3 and 3 each, rig 0's block before rig 1's.
+	want := []int{0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1}
+	if !slices.Equal(order, want) {
+		t.Errorf("order of steps %v, want %v", order, want)
+	}
+	if lat[0].p50 != time.Microsecond || lat[1].p50 != 2*time.Microsecond {
+		t.Errorf("p50s %v and %v, want 1µs and 2µs", lat[0].p50, lat[1].p50)
+	}
+	if len(cpu) != 2 || cpu[0] < 0 || cpu[1] < 0 {
+		t.Errorf("cpu per round trip %v", cpu)
+	}
+	// More rounds than round trips: one round trip a round.
+	order = nil
+	if _, _, err := interleaved(2, 20, mk(0, 1), mk(1, 1)); err != nil || !slices.Equal(order, []int{0, 1, 0, 1}) {
+		t.Errorf("2 round trips in 20 rounds: order %v, err %v", order, err)
+	}
+	boom := errors.New("boom")
+	calls := 0
+	failing := &rig{step: func() (time.Duration, error) {
+		if calls++; calls == 3 {
+			return 0, boom
+		}
+		return 1, nil
+	}}
+	if _, _, err := interleaved(10, 2, mk(0, 1), failing); !errors.Is(err, boom) {
+		t.Errorf("a failing step: err %v, want %v", err, boom)
+	}
+}
+
+// TestTimeTurnsSmall runs the turn figure of ioa bench on a few turns: the
+// raw request-reply, the floor and the refereed turn each make every round
+// trip, and a turn costs more than the raw request-reply under it.
+func TestTimeTurnsSmall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env, err := startBenchEnv(ctx, t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.close()
+	lat, cpu, err := env.timeTurns(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"raw", "floor", "turn"} {
+		if lat[i].p50 <= 0 || lat[i].p99 < lat[i].p50 || cpu[i] <= 0 {
+			t.Errorf("%s: latency %s, CPU %v per round trip", name, lat[i], cpu[i])
+		}
+	}
+	if lat[2].p50 <= lat[0].p50 {
+		t.Errorf("a refereed turn (%v) took no longer than a raw request-reply (%v)", lat[2].p50, lat[0].p50)
 	}
 }
