@@ -82,17 +82,24 @@ func TestGrowth(t *testing.T) {
 	}
 }
 
-// TestBenchGoalsAlone runs the one-goal-alone figures of ioa bench, back
-// to back and after an idle pause, on a small run: every goal concludes and
-// each phase reports a latency.
-func TestBenchGoalsAlone(t *testing.T) {
+// testBenchEnv starts the bench's runtime for a test, stopped at its end;
+// the context bounds the test to two minutes.
+func testBenchEnv(t *testing.T) (context.Context, *benchEnv) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	env, err := startBenchEnv(ctx, t.TempDir(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer env.close()
+	t.Cleanup(env.close)
+	return ctx, env
+}
+
+// TestBenchGoalsAlone runs the one-goal-alone figures of ioa bench, back
+// to back and after an idle pause, on a small run: every goal concludes and
+// each phase reports a latency.
+func TestBenchGoalsAlone(t *testing.T) {
+	ctx, env := testBenchEnv(t)
 	run, err := env.goalThroughput(ctx, 3, 1)
 	if err != nil || run.failed != 0 {
 		t.Fatalf("back to back: %d not concluded, err %v", run.failed, err)
@@ -193,13 +200,7 @@ func TestInterleavedTakesTurns(t *testing.T) {
 // raw request-reply, the floor and the refereed turn each make every round
 // trip, and a turn costs more than the raw request-reply under it.
 func TestTimeTurnsSmall(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	env, err := startBenchEnv(ctx, t.TempDir(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.close()
+	ctx, env := testBenchEnv(t)
 	lat, cpu, err := env.timeTurns(ctx, 60)
 	if err != nil {
 		t.Fatal(err)
