@@ -70,7 +70,7 @@ Figures depend on the machine; quote medians of several runs.`,
 	f.Int("turns", 2000, "chat turns to time")
 	f.Int("goals", 1000, "goals to run for goals/s and overhead")
 	f.Int("concurrency", 50, "goals in flight at once")
-	f.String("search-sizes", "10000,100000", "registry sizes to time search at (comma-separated)")
+	f.String("search-sizes", "10000,100000", "registry sizes to time search at (comma-separated; empty: none)")
 	f.Int("searches", 300, "searches to time at each size")
 	f.Int("idle-agents", 500, "agents started to measure memory per idle agent")
 	f.Int("open-chats", 200, "chats opened to measure memory per open chat")
@@ -97,13 +97,21 @@ func verdict(ok bool) string {
 func runBench(cmd *cobra.Command, _ []string) error {
 	ctx := cmd.Context()
 	f := cmd.Flags()
-	turns, _ := f.GetInt("turns")
-	goals, _ := f.GetInt("goals")
-	conc, _ := f.GetInt("concurrency")
-	sizesFlag, _ := f.GetString("search-sizes")
-	searches, _ := f.GetInt("searches")
-	idle, _ := f.GetInt("idle-agents")
-	chats, _ := f.GetInt("open-chats")
+	scale, _ := f.GetBool("scale")
+	// The sizes are checked before anything runs: a typo in the last
+	// figure's flag would otherwise surface after minutes of measuring.
+	var n, sizes []int
+	if !scale {
+		var err error
+		if n, err = positiveInts(f, "turns", "goals", "concurrency", "searches", "idle-agents", "open-chats"); err != nil {
+			return err
+		}
+		if v, _ := f.GetString("search-sizes"); v != "" {
+			if sizes, err = parseSizes("search-sizes", v); err != nil {
+				return err
+			}
+		}
+	}
 	progress := cmd.ErrOrStderr()
 	if path, _ := f.GetString("cpuprofile"); path != "" {
 		pf, err := os.Create(path)
@@ -116,9 +124,10 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if scale, _ := f.GetBool("scale"); scale {
+	if scale {
 		return runScale(cmd)
 	}
+	turns, goals, conc, searches, idle, chats := n[0], n[1], n[2], n[3], n[4], n[5]
 
 	tmp, err := os.MkdirTemp("", "ioa-bench-")
 	if err != nil {
@@ -197,14 +206,10 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	rows = append(rows,
-		benchRow{"memory per idle agent (runtime + registry card)", kb(perAgent), fmt.Sprintf("%d agents", idle), "-", "-"},
-		benchRow{"memory per open chat (referee + members)", kb(perChat), fmt.Sprintf("%d chats of 2", chats), "-", "-"})
+		benchRow{"memory per idle agent (runtime + registry card)", memFigure(perAgent), memNote(perAgent, fmt.Sprintf("%d agents", idle), "--idle-agents"), "-", "-"},
+		benchRow{"memory per open chat (referee + members)", memFigure(perChat), memNote(perChat, fmt.Sprintf("%d chats of 2", chats), "--open-chats"), "-", "-"})
 
-	for _, s := range strings.Split(sizesFlag, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("--search-sizes: %q is not a positive number", s)
-		}
+	for _, n := range sizes {
 		fmt.Fprintf(progress, "bench: registry search with %d agents (building the index) ...\n", n)
 		lat, build, cpu, err := searchLatency(ctx, n, searches)
 		if err != nil {
@@ -264,6 +269,24 @@ func runBench(cmd *cobra.Command, _ []string) error {
 }
 
 func kb(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
+
+// memFigure is a heap growth per item, or "n/a" when the heap did not grow:
+// other garbage freed meanwhile outweighed what a few items hold.
+func memFigure(b float64) string {
+	if b <= 0 {
+		return "n/a"
+	}
+	return kb(b)
+}
+
+// memNote is a memory row's reference: what was measured, and which flag
+// to raise when the figure was lost in the heap's noise.
+func memNote(b float64, what, flag string) string {
+	if b <= 0 {
+		return fmt.Sprintf("%s: the heap did not grow measurably; a larger %s outweighs its noise", what, flag)
+	}
+	return what
+}
 
 func printBench(w io.Writer, rows []benchRow) {
 	fmt.Fprintf(w, "ioa bench, %s, %s/%s, %d CPUs, %s\n\n", time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())

@@ -224,6 +224,22 @@ func parseSizes(flag, v string) ([]int, error) {
 	return out, nil
 }
 
+// positiveInts reads integer flags that must be at least 1, in order.
+func positiveInts(f *pflag.FlagSet, flags ...string) ([]int, error) {
+	out := make([]int, len(flags))
+	for i, name := range flags {
+		v, err := f.GetInt(name)
+		if err != nil {
+			return nil, err
+		}
+		if v < 1 {
+			return nil, fmt.Errorf("--%s: %d is not a positive number", name, v)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
 // scaleOpts are the sizes of a scale run.
 type scaleOpts struct {
 	chats, teams, lengths, agents, registry, goals []int
@@ -244,9 +260,11 @@ func runScale(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	o.turns, _ = f.GetInt("scale-turns")
-	o.runs, _ = f.GetInt("runs")
-	o.turns, o.runs = max(o.turns, 1), max(o.runs, 1)
+	n, err := positiveInts(f, "scale-turns", "runs")
+	if err != nil {
+		return err
+	}
+	o.turns, o.runs = n[0], n[1]
 	o.idle = time.Second
 	curves, err := measureScale(cmd.Context(), o, cmd.ErrOrStderr())
 	if err != nil {

@@ -214,3 +214,51 @@ func TestTimeTurnsSmall(t *testing.T) {
 		t.Errorf("a refereed turn (%v) took no longer than a raw request-reply (%v)", lat[2].p50, lat[0].p50)
 	}
 }
+
+// TestBenchRefusesBadSizes checks that every size flag of ioa bench is
+// checked before anything is measured: the error names the flag and the
+// bench prints no progress.
+func TestBenchRefusesBadSizes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--turns", "0"}, "--turns: 0 is not a positive number"},
+		{[]string{"--goals", "-3"}, "--goals: -3 is not a positive number"},
+		{[]string{"--concurrency", "0"}, "--concurrency"},
+		{[]string{"--searches", "0"}, "--searches"},
+		{[]string{"--idle-agents", "0"}, "--idle-agents"},
+		{[]string{"--open-chats", "-1"}, "--open-chats"},
+		{[]string{"--search-sizes", "10k"}, `--search-sizes: "10k" is not a positive number`},
+		{[]string{"--search-sizes", ","}, "--search-sizes: no sizes"},
+		{[]string{"--scale", "--runs", "0"}, "--runs: 0 is not a positive number"},
+		{[]string{"--scale", "--scale-turns", "-1"}, "--scale-turns"},
+	} {
+		_, stderr, err := runCLI(t, newBenchCmd(), append([]string{"bench"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("bench %v: err %v, want one with %q", tc.args, err, tc.want)
+		}
+		if stderr != "" {
+			t.Errorf("bench %v measured before refusing: %q", tc.args, stderr)
+		}
+	}
+}
+
+// TestMemFigure checks a memory row: a heap that did not grow is no
+// figure, and its note says which flag to raise.
+func TestMemFigure(t *testing.T) {
+	if got := memFigure(2048); got != "2.0 KiB" {
+		t.Errorf("memFigure(2048) = %q", got)
+	}
+	for _, b := range []float64{0, -68198} {
+		if got := memFigure(b); got != "n/a" {
+			t.Errorf("memFigure(%v) = %q, want n/a", b, got)
+		}
+		if got := memNote(b, "5 chats of 2", "--open-chats"); !strings.Contains(got, "5 chats of 2") || !strings.Contains(got, "--open-chats") {
+			t.Errorf("memNote(%v) = %q", b, got)
+		}
+	}
+	if got := memNote(2048, "200 chats of 2", "--open-chats"); got != "200 chats of 2" {
+		t.Errorf("memNote(2048) = %q", got)
+	}
+}
