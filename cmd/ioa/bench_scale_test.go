@@ -205,10 +205,15 @@ func TestTimeTurnsSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// CPU is summed from the process's rusage: a block of a few cheap round
+	// trips may read as 0 where the kernel accounts CPU in ticks.
 	for i, name := range []string{"raw", "floor", "turn"} {
-		if lat[i].p50 <= 0 || lat[i].p99 < lat[i].p50 || cpu[i] <= 0 {
+		if lat[i].p50 <= 0 || lat[i].p99 < lat[i].p50 || cpu[i] < 0 {
 			t.Errorf("%s: latency %s, CPU %v per round trip", name, lat[i], cpu[i])
 		}
+	}
+	if cpu[0]+cpu[1]+cpu[2] <= 0 {
+		t.Errorf("no CPU measured for 180 round trips: %v", cpu)
 	}
 	if lat[2].p50 <= lat[0].p50 {
 		t.Errorf("a refereed turn (%v) took no longer than a raw request-reply (%v)", lat[2].p50, lat[0].p50)
