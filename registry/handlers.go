@@ -17,8 +17,8 @@ import (
 	"github.com/ioa-nats/ioa/bus"
 )
 
-// maxListLimit bounds one page of registry.list.
-const maxListLimit = 1000
+// MaxListLimit bounds one page of registry.list.
+const MaxListLimit = 1000
 
 // settleTimeout bounds how long a write waits for this instance's view to
 // show it, so that a search right after a register sees the new card
@@ -238,8 +238,8 @@ func (s *Service) list(_ context.Context, _ micro.Request, req *protocol.ListReq
 	if req.Offset < 0 {
 		return nil, protocol.Errorf(protocol.ErrInvalid, "offset %d must not be negative", req.Offset)
 	}
-	if req.Limit < 0 || req.Limit > maxListLimit {
-		return nil, protocol.Errorf(protocol.ErrInvalid, "limit %d outside 1..%d (0 means 100)", req.Limit, maxListLimit)
+	if req.Limit < 0 || req.Limit > MaxListLimit {
+		return nil, protocol.Errorf(protocol.ErrInvalid, "limit %d outside 1..%d (0 means 100)", req.Limit, MaxListLimit)
 	}
 	limit := cmp.Or(req.Limit, 100)
 	now := time.Now()

@@ -206,8 +206,8 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	rows = append(rows,
-		benchRow{"memory per idle agent (runtime + registry card)", memFigure(perAgent), memNote(perAgent, fmt.Sprintf("%d agents", idle), "--idle-agents"), "-", "-"},
-		benchRow{"memory per open chat (referee + members)", memFigure(perChat), memNote(perChat, fmt.Sprintf("%d chats of 2", chats), "--open-chats"), "-", "-"})
+		memRow("memory per idle agent (runtime + registry card)", perAgent, fmt.Sprintf("%d agents", idle), "--idle-agents"),
+		memRow("memory per open chat (referee + members)", perChat, fmt.Sprintf("%d chats of 2", chats), "--open-chats"))
 
 	for _, n := range sizes {
 		fmt.Fprintf(progress, "bench: registry search with %d agents (building the index) ...\n", n)
@@ -270,22 +270,15 @@ func runBench(cmd *cobra.Command, _ []string) error {
 
 func kb(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
 
-// memFigure is a heap growth per item, or "n/a" when the heap did not grow:
-// other garbage freed meanwhile outweighed what a few items hold.
-func memFigure(b float64) string {
+// memRow is a row of heap growth per item (b bytes) over what was
+// measured. When the heap did not grow (other garbage freed meanwhile
+// outweighed what a few items hold) the figure is "n/a" and the reference
+// names the flag to raise.
+func memRow(figure string, b float64, what, flag string) benchRow {
 	if b <= 0 {
-		return "n/a"
+		return benchRow{figure, "n/a", fmt.Sprintf("%s: the heap did not grow measurably; a larger %s outweighs its noise", what, flag), "-", "-"}
 	}
-	return kb(b)
-}
-
-// memNote is a memory row's reference: what was measured, and which flag
-// to raise when the figure was lost in the heap's noise.
-func memNote(b float64, what, flag string) string {
-	if b <= 0 {
-		return fmt.Sprintf("%s: the heap did not grow measurably; a larger %s outweighs its noise", what, flag)
-	}
-	return what
+	return benchRow{figure, kb(b), what, "-", "-"}
 }
 
 func printBench(w io.Writer, rows []benchRow) {
@@ -572,7 +565,10 @@ func interleaved(n, rounds int, rigs ...*rig) ([]latencies, []time.Duration, err
 	samples := make([][]time.Duration, len(rigs))
 	cpu := make([]time.Duration, len(rigs))
 	for r := range rounds {
-		per := n/rounds + btoi(r < n%rounds)
+		per := n / rounds
+		if r < n%rounds {
+			per++ // the first n%rounds rounds take one more
+		}
 		for i, g := range rigs {
 			c0 := processCPU()
 			for range per {
@@ -591,13 +587,6 @@ func interleaved(n, rounds int, rigs ...*rig) ([]latencies, []time.Duration, err
 		cpu[i] /= time.Duration(max(n, 1))
 	}
 	return out, cpu, nil
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // floorRig times the least a refereed turn can cost in this architecture:

@@ -249,21 +249,19 @@ func TestBenchRefusesBadSizes(t *testing.T) {
 	}
 }
 
-// TestMemFigure checks a memory row: a heap that did not grow is no
-// figure, and its note says which flag to raise.
-func TestMemFigure(t *testing.T) {
-	if got := memFigure(2048); got != "2.0 KiB" {
-		t.Errorf("memFigure(2048) = %q", got)
+// TestMemRow checks a memory row: a heap that did not grow is no figure,
+// and its reference says which flag to raise.
+func TestMemRow(t *testing.T) {
+	if r := memRow("m", 2048, "200 chats of 2", "--open-chats"); r.value != "2.0 KiB" || r.reference != "200 chats of 2" {
+		t.Errorf("memRow(2048) = %+v", r)
 	}
 	for _, b := range []float64{0, -68198} {
-		if got := memFigure(b); got != "n/a" {
-			t.Errorf("memFigure(%v) = %q, want n/a", b, got)
+		r := memRow("m", b, "5 chats of 2", "--open-chats")
+		if r.value != "n/a" {
+			t.Errorf("memRow(%v).value = %q, want n/a", b, r.value)
 		}
-		if got := memNote(b, "5 chats of 2", "--open-chats"); !strings.Contains(got, "5 chats of 2") || !strings.Contains(got, "--open-chats") {
-			t.Errorf("memNote(%v) = %q", b, got)
+		if !strings.Contains(r.reference, "5 chats of 2") || !strings.Contains(r.reference, "--open-chats") {
+			t.Errorf("memRow(%v).reference = %q", b, r.reference)
 		}
-	}
-	if got := memNote(2048, "200 chats of 2", "--open-chats"); got != "200 chats of 2" {
-		t.Errorf("memNote(2048) = %q", got)
 	}
 }

@@ -139,7 +139,7 @@ func (s *Stack) WaitOnline(t testing.TB, names ...string) {
 
 // listedOnline reports whether registry.list, page by page, has name online.
 func (s *Stack) listedOnline(t testing.TB, name string) bool {
-	const page = 1000 // registry.list's largest page
+	const page = registry.MaxListLimit
 	for offset := 0; ; offset += page {
 		var list protocol.ListReply
 		if err := s.Request(t, s.Bus.Subjects().Registry(bus.RegistryList), protocol.ListRequest{OnlineOnly: true, Offset: offset, Limit: page}, &list); err != nil {
