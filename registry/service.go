@@ -234,11 +234,9 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	if err := s.index.Prune(ctx); err != nil {
 		s.log.Warn("registry: prune the vector store", "err", err)
 	}
-	if s.cfg.Embedder == nil {
-		// Load the local embedder's tables now rather than in the first
-		// request; an empty index answers without searching.
-		_, _ = s.index.Search(ctx, search.Query{Texts: []string{"warm up"}})
-	}
+	// Load the lexicon's tables now rather than in the first register or
+	// search (the lexical side uses them with any embedder).
+	search.WarmLocal()
 
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,

@@ -48,3 +48,29 @@ func TestRelated(t *testing.T) {
 		t.Errorf("Related(analyze) lacks analysis: %v", rs)
 	}
 }
+
+// Warm builds the tables Vector and Mean would otherwise build in the
+// first request that needs them, and they are the ones those return.
+func TestWarm(t *testing.T) {
+	l, err := newLexicon(Default().t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.unit != nil || l.mean != nil {
+		t.Fatal("a new lexicon already has its tables")
+	}
+	l.Warm()
+	if len(l.unit) != l.numVecs*l.Dim() || len(l.mean) != l.Dim() {
+		t.Fatalf("after Warm: %d unit values, %d mean values; want %d and %d", len(l.unit), len(l.mean), l.numVecs*l.Dim(), l.Dim())
+	}
+	id, ok := l.VectorID("dog")
+	if !ok {
+		t.Fatal(`no vector for "dog"`)
+	}
+	if v := l.Vector(id); &v[0] != &l.unit[int(id)*l.Dim()] {
+		t.Error("Vector after Warm does not use the warmed table")
+	}
+	if m := l.Mean(); &m[0] != &l.mean[0] {
+		t.Error("Mean after Warm does not use the warmed table")
+	}
+}
