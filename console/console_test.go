@@ -356,16 +356,23 @@ func nextAll(t *testing.T, ch <-chan liveEvent, what string, oks ...func(liveEve
 	t.Helper()
 	got := make([]liveEvent, len(oks))
 	seen := make([]bool, len(oks))
-	next(t, ch, what, func(ev liveEvent) bool {
-		all := true
-		for i, ok := range oks {
-			if !seen[i] && ok(ev) {
-				got[i], seen[i] = ev, true
+	timeout := time.After(30 * time.Second)
+	for left := len(oks); left > 0; {
+		select {
+		case ev, open := <-ch:
+			if !open {
+				t.Fatalf("live stream ended before %s (conditions met: %v)", what, seen)
 			}
-			all = all && seen[i]
+			for i, ok := range oks {
+				if !seen[i] && ok(ev) {
+					got[i], seen[i] = ev, true
+					left--
+				}
+			}
+		case <-timeout:
+			t.Fatalf("no %s on the live stream (conditions met: %v)", what, seen)
 		}
-		return all
-	})
+	}
 	return got
 }
 
