@@ -133,9 +133,17 @@ func TestOneTracePerGoal(t *testing.T) {
 		}
 		return n
 	}
+	// A task's span ends just after its result is sent, which may also be
+	// after the goal's result (a contended run read the spans without it).
+	taskSpan := func(comm string) func(tracetest.SpanStub) bool {
+		return func(sp tracetest.SpanStub) bool {
+			return strings.HasPrefix(sp.Name, "execute_tool ") && attr(sp, telemetry.AttrConversation) == comm
+		}
+	}
 	for _, res := range results {
 		stacktest.WaitFor(t, "the turn spans of "+res.GoalID, func() bool { return turnSpans(res.CommID) >= res.Turns })
 		stacktest.WaitFor(t, "the root span of "+res.GoalID, func() bool { return ended(exp, goalSpan(res.GoalID)) })
+		stacktest.WaitFor(t, "the task span of "+res.GoalID, func() bool { return ended(exp, taskSpan(res.CommID)) })
 	}
 	spans := exp.GetSpans()
 	byID := map[trace.SpanID]tracetest.SpanStub{}

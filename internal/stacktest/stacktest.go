@@ -6,6 +6,7 @@ package stacktest
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -24,7 +25,8 @@ import (
 )
 
 // Options choose what runs; the zero value runs NATS, the registry and the
-// orchestrator with their defaults.
+// orchestrator with their defaults, and their warnings go to the test's log
+// (Logger) unless their Config names a logger.
 type Options struct {
 	Orchestrator orchestrator.Config
 	Registry     registry.Config
@@ -42,6 +44,8 @@ type Stack struct {
 	Bus *bus.Bus
 	// URL is where another process or connection reaches the server.
 	URL string
+	// log is where the services and the agents RunAgents hosts warn.
+	log *slog.Logger
 }
 
 // Start runs the stack until the test ends.
@@ -62,6 +66,13 @@ func Start(t testing.TB, o Options) *Stack {
 func OnBus(t testing.TB, b *bus.Bus, o Options) *Stack {
 	t.Helper()
 	ctx := t.Context()
+	log := Logger(t)
+	if o.Registry.Logger == nil {
+		o.Registry.Logger = log
+	}
+	if o.Orchestrator.Logger == nil {
+		o.Orchestrator.Logger = log
+	}
 	reg, err := registry.New(b, o.Registry)
 	if err != nil {
 		t.Fatalf("stacktest: registry: %v", err)
@@ -78,7 +89,7 @@ func OnBus(t testing.TB, b *bus.Bus, o Options) *Stack {
 		t.Fatalf("stacktest: orchestrator: %v", err)
 	}
 	t.Cleanup(func() { _ = orch.Shutdown(context.Background()) })
-	s := &Stack{Bus: b, URL: b.ClientURL()}
+	s := &Stack{Bus: b, URL: b.ClientURL(), log: log}
 	if o.Coordinator {
 		name := o.Orchestrator.Coordinator
 		if name == "" {
@@ -104,6 +115,8 @@ func (s *Stack) RunAgents(t testing.TB, opts []agentkit.Option, agents ...agentk
 // with an agent's credentials (Dial).
 func (s *Stack) RunAgentsOn(t testing.TB, nc *nats.Conn, opts []agentkit.Option, agents ...agentkit.Agent) {
 	t.Helper()
+	// The test's own options come after the default logger, so they win.
+	opts = append([]agentkit.Option{agentkit.WithLogger(s.log)}, opts...)
 	rt, err := agentkit.NewRuntime(nc, s.Bus.Subjects(), agents, opts...)
 	if err != nil {
 		t.Fatalf("stacktest: runtime: %v", err)
