@@ -234,10 +234,6 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	if err := s.index.Prune(ctx); err != nil {
 		s.log.Warn("registry: prune the vector store", "err", err)
 	}
-	// Load the lexicon's tables now rather than in the first register or
-	// search (the lexical side uses them with any embedder).
-	search.WarmLocal()
-
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     Version,

@@ -38,10 +38,6 @@ func LocalEmbedder() Embedder {
 	}
 }
 
-// WarmLocal loads everything LocalEmbedder and the index's lexical side
-// build on first use: the embedded lexicon and its vector tables.
-func WarmLocal() { defaultAnalyzer().lex.Warm() }
-
 // oovWeight scales the random vectors of unknown words relative to WordNet
 // vectors: an unknown word is usually a specific name and worth matching.
 const oovWeight = 1.0

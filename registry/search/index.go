@@ -188,10 +188,14 @@ func NewIndex(e Embedder, opts ...Option) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The lexicon's vector tables are built now, not in the first Upsert
+	// or Search (hundreds of milliseconds, in a registry's reply path).
+	an := defaultAnalyzer()
+	an.lex.Warm()
 	return &Index{
 		embed:   e,
 		local:   local,
-		an:      defaultAnalyzer(),
+		an:      an,
 		opts:    o,
 		vec:     vs,
 		learned: map[string][]string{},
