@@ -1,6 +1,7 @@
 package stacktest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -38,5 +39,42 @@ func TestLogger(t *testing.T) {
 	}
 	if !strings.Contains(r.lines[1], "level=ERROR") || strings.HasSuffix(r.lines[1], "\n") {
 		t.Errorf("second line %q", r.lines[1])
+	}
+}
+
+// The services log from their own goroutines while a fuzz target runs,
+// when a *testing.F's Log panics: a fuzz test's records are held until its
+// cleanups run.
+func FuzzLoggerInsideTarget(f *testing.F) {
+	log := Logger(f)
+	f.Add("slow watch")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, msg string) {
+		done := make(chan struct{})
+		go func() { // as a service would: not the target's goroutine
+			defer close(done)
+			log.Warn(msg)
+		}()
+		<-done
+	})
+}
+
+// A held logger keeps the last heldLines records and says how many it dropped.
+func TestLoggerHeld(t *testing.T) {
+	r := &recorder{TB: t}
+	w := &testWriter{t: r, held: []string{}}
+	for i := range heldLines + 3 {
+		fmt.Fprintf(w, "line %d\n", i)
+	}
+	if len(r.lines) != 0 {
+		t.Fatalf("logged %d lines before the end, want 0", len(r.lines))
+	}
+	w.stop()
+	fmt.Fprintln(w, "after the end")
+	if len(r.lines) != heldLines+1 {
+		t.Fatalf("logged %d lines, want %d: %q", len(r.lines), heldLines+1, r.lines)
+	}
+	if r.lines[0] != "(3 earlier warnings dropped)" || r.lines[1] != "line 3" || r.lines[heldLines] != fmt.Sprintf("line %d", heldLines+2) {
+		t.Errorf("lines %q ... %q", r.lines[:2], r.lines[heldLines])
 	}
 }
