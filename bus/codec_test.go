@@ -10,6 +10,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
 
 func TestCodecRejectsWhatProtocolForbids(t *testing.T) {
@@ -62,6 +63,7 @@ func TestCodecRejectsWhatProtocolForbids(t *testing.T) {
 }
 
 func FuzzCodec(f *testing.F) {
+	fuzzworker.Capture(f)
 	for _, s := range []string{`{}`, `{"a":1}`, `{"a":1,"a":2}`, `{"\\u0061":1,"a":2}`, `{"a":[{"b":1,"b":2}]}`, `{"a":"x\\"y","b":1}`, `null`, `[1,2]`, `{"a":[{"b":{}}]}`, "{\"\xff\":1}", `{"a":"\u0000"}`} {
 		f.Add([]byte(s))
 	}

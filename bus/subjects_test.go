@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
 
 func TestSubjectBuilders(t *testing.T) {
@@ -60,6 +61,7 @@ func TestSubjectBuilders(t *testing.T) {
 }
 
 func FuzzSubjects(f *testing.F) {
+	fuzzworker.Capture(f)
 	for _, s := range [][2]string{{"alice", "c1"}, {"a.b", "c"}, {"a", "*"}, {"x", ">"}, {"ünï", "c"}, {"a", "b c"}} {
 		f.Add(s[0], s[1])
 	}

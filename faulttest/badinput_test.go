@@ -10,6 +10,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 	"github.com/nats-io/nats.go"
 )
 
@@ -176,6 +177,7 @@ func TestFaultBadInputEverySubject(t *testing.T) {
 // shared server: a reply always arrives, and an error reply follows the
 // convention.
 func FuzzRequestSubjects(f *testing.F) {
+	fuzzworker.Capture(f)
 	s := newStack(f, stackOpts{coordinator: true})
 	subj := s.subj
 	out, _ := subj.Outbox("fuzz", "c1")

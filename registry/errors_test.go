@@ -9,6 +9,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
 
 // Every bad request gets an error reply with the status in the header and
@@ -86,6 +87,7 @@ func TestErrors(t *testing.T) {
 // always comes back, it is either a success or a well-formed error, and the
 // service keeps serving.
 func FuzzRegistryRequests(f *testing.F) {
+	fuzzworker.Capture(f)
 	b, _ := newRegistry(f, Config{MaxAgentsPerConn: 1 << 20})
 	nc := b.Conn()
 	register(f, nc, b, card("known", "a known agent that translates text"))

@@ -8,23 +8,37 @@
 # 1.27); such a run wrote no input, so it is run once more instead of failing
 # the build. Any other failure, or the race twice in a row, fails.
 #
-# go test discards a fuzz worker's output: a panic in any goroutine of the
-# worker (not only the target's) shows only as "fuzzing process hung or
-# terminated unexpectedly", and the input it writes may pass when run alone.
-# Run the target in a loop with a Go whose internal/fuzz sets the worker's
-# cmd.Stderr to see the panic.
+# go test discards a fuzz worker's output, so a panic on any goroutine but
+# the target's shows only as "fuzzing process hung or terminated
+# unexpectedly", with an input that may pass when run alone. Every fuzz test
+# calls fuzzworker.Capture, which sends a worker's output to a file under
+# IOA_FUZZ_WORKER_LOG; a failing target's files are printed with its output.
 set -euo pipefail
 time=${1:-5s}
 cd "$(dirname "$0")/.."
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+workers=$(mktemp -d)
+trap 'rm -rf "$out" "$workers"' EXIT
+export IOA_FUZZ_WORKER_LOG=$workers/worker
 
 inputs() { find "$1/testdata/fuzz/$2" -type f 2>/dev/null | sort || true; }
+
+# workerOutput prints what the fuzz workers of the last run printed (the
+# last 80 lines of each), such as a panic that killed one.
+workerOutput() {
+	local f
+	for f in "$workers"/*; do
+		[ -s "$f" ] || continue
+		echo "  output of fuzz worker ${f##*.}:"
+		tail -n 80 "$f" | sed 's/^/    /'
+	done
+}
 
 fuzz() { # dir target
 	local dir=$1 target=$2 before attempt
 	for attempt in 1 2; do
 		before=$(inputs "$dir" "$target")
+		rm -f "$workers"/*
 		if go test -run='^$' -fuzz="^${target}\$" -fuzztime="$time" "$dir" >"$out" 2>&1; then
 			return 0
 		fi
@@ -34,6 +48,7 @@ fuzz() { # dir target
 			continue
 		fi
 		cat "$out"
+		workerOutput
 		comm -13 <(echo "$before") <(inputs "$dir" "$target") | sed 's/^/  failing input written to /'
 		return 1
 	done

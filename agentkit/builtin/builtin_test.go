@@ -9,6 +9,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/builtin"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
 
 func run(t *testing.T, name, desc string, o builtin.Options, earlier ...agentkit.TaskOutcome) (string, error) {
@@ -72,6 +73,7 @@ func TestWorkers(t *testing.T) {
 }
 
 func FuzzCalculator(f *testing.F) {
+	fuzzworker.Capture(f)
 	for _, s := range []string{"1+2", "((((1))))", "2^2^2^2", "-(-(-3))", "1/0", "9999999999999999999*9"} {
 		f.Add(s)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/llm"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
 
 func TestParseAnswerRepairs(t *testing.T) {
@@ -132,6 +133,7 @@ func TestFallbackIsAlwaysLegal(t *testing.T) {
 }
 
 func FuzzParseAnswer(f *testing.F) {
+	fuzzworker.Capture(f)
 	for _, s := range []string{`{"type":"discussion","next_speaker":"a"}`, "```{\"type\":\"pause\",\"triggers\":[1]}```", `{"tasks":[{"id":1}]`, `{"type":"x\"}`} {
 		f.Add(s)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
 
 // Senders the fuzzer picks from: the three members, an outsider and the
@@ -239,6 +240,7 @@ func checkStep(t *testing.T, before protocol.Chat, m protocol.AgentMessage, afte
 }
 
 func FuzzApply(f *testing.F) {
+	fuzzworker.Capture(f)
 	step := func(op, who, a, b byte) []byte { return []byte{op, who, a, b} }
 	const right = 5 // the sender the chat expects
 	// A discussion, a sync round, an async round with a pause, a conclusion,

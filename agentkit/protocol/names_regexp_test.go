@@ -3,10 +3,13 @@ package protocol
 import (
 	"regexp"
 	"testing"
+
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
 
 // The byte-by-byte checks accept exactly what the documented patterns do.
 func FuzzNamesMatchTheirPatterns(f *testing.F) {
+	fuzzworker.Capture(f)
 	nameRE := regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 	idRE := regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	for _, s := range []string{"", "a", "-a", "_a", "A", "a-b_c", "g7huhgdgjqxjy", "a b", "é", "a\n",

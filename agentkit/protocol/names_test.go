@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
 
 func TestValidName(t *testing.T) {
@@ -106,6 +107,7 @@ func TestValidID(t *testing.T) {
 // Whatever a name or id validator accepts can be put in a subject token: it
 // holds no wildcard, no token separator and no white space.
 func FuzzValidName(f *testing.F) {
+	fuzzworker.Capture(f)
 	for _, s := range []string{"alice", "a.b", "a*", ">", "a b", "A", "_x", "é", strings.Repeat("a", 64), strings.Repeat("a", 65), "a\n", "\xff"} {
 		f.Add(s)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ioa-nats/ioa/agentkit/rules"
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
 
 func ExampleSplit() {
@@ -19,6 +20,7 @@ func ExampleSplit() {
 }
 
 func FuzzSplit(f *testing.F) {
+	fuzzworker.Capture(f)
 	for _, s := range []string{"a; b", "1. x\n2. then y", "Do it. Then more!", ", and then ;;", "e.g. this"} {
 		f.Add(s)
 	}

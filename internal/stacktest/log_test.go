@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
 
 // recorder is a testing.TB that keeps what is logged.
@@ -46,6 +48,7 @@ func TestLogger(t *testing.T) {
 // when a *testing.F's Log panics: a fuzz test's records are held until its
 // cleanups run.
 func FuzzLoggerInsideTarget(f *testing.F) {
+	fuzzworker.Capture(f)
 	log := Logger(f)
 	f.Add("slow watch")
 	f.Add("")

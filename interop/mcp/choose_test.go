@@ -10,6 +10,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/llm"
 	"github.com/ioa-nats/ioa/agentkit/llm/llmtest"
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 	"github.com/ioa-nats/ioa/interop/mcp"
 )
 
@@ -106,6 +107,7 @@ func TestModelChoosesTheCall(t *testing.T) {
 // Whatever a task says, the rules chooser answers a call of a listed tool
 // or an error, and never panics.
 func FuzzMatch(f *testing.F) {
+	fuzzworker.Capture(f)
 	for _, s := range []string{"Read the text file /srv/notes.txt.", `{"tool":"move_file","arguments":{"source":1}}`, "{", "fetch http://", "List ~/ and ../x and a.b"} {
 		f.Add(s)
 	}

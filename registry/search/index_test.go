@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
 
 var testDocs = []Doc{
@@ -289,6 +291,7 @@ func TestStem(t *testing.T) {
 }
 
 func FuzzSearch(f *testing.F) {
+	fuzzworker.Capture(f)
 	f.Add("write a sql query", "agent-x", "Does things, quickly!")
 	f.Add("", "", "")
 	f.Add("ÄÖÜ ß 数据库 ---", "n", "\x00\xff")

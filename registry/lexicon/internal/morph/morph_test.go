@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
 
 // slowWords is the general path of Words, which the ASCII fast path must match.
@@ -30,6 +32,7 @@ func slowWords(text string) []string {
 }
 
 func FuzzWordsFastPath(f *testing.F) {
+	fuzzworker.Capture(f)
 	for _, s := range []string{"Turns questions into SQL queries.", "cost-optimizer_v2", "user's", "Ünïcode ÄB", "", "  a  "} {
 		f.Add(s)
 	}
