@@ -332,18 +332,24 @@ func (e *env) follow(t *testing.T, goalID string) <-chan liveEvent {
 // next returns the first event the predicate accepts.
 func next(t *testing.T, ch <-chan liveEvent, what string, ok func(liveEvent) bool) liveEvent {
 	t.Helper()
+	return await(t, ch, what, ok, func() string { return "" })
+}
+
+// await is next, with state saying how far the wait got when it fails.
+func await(t *testing.T, ch <-chan liveEvent, what string, ok func(liveEvent) bool, state func() string) liveEvent {
+	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
 		select {
 		case ev, open := <-ch:
 			if !open {
-				t.Fatalf("live stream ended before %s", what)
+				t.Fatalf("live stream ended before %s%s", what, state())
 			}
 			if ok(ev) {
 				return ev
 			}
 		case <-timeout:
-			t.Fatalf("no %s on the live stream", what)
+			t.Fatalf("no %s on the live stream%s", what, state())
 		}
 	}
 }
@@ -351,28 +357,21 @@ func next(t *testing.T, ch <-chan liveEvent, what string, ok func(liveEvent) boo
 // nextAll waits until each condition has matched an event, in any order:
 // the live stream merges a chat's log and the goal stream, whose events
 // arrive in no fixed order between the two. It returns the matches in the
-// order of the conditions.
+// order of the conditions, and says which were met when it times out.
 func nextAll(t *testing.T, ch <-chan liveEvent, what string, oks ...func(liveEvent) bool) []liveEvent {
 	t.Helper()
 	got := make([]liveEvent, len(oks))
 	seen := make([]bool, len(oks))
-	timeout := time.After(30 * time.Second)
-	for left := len(oks); left > 0; {
-		select {
-		case ev, open := <-ch:
-			if !open {
-				t.Fatalf("live stream ended before %s (conditions met: %v)", what, seen)
+	await(t, ch, what, func(ev liveEvent) bool {
+		all := true
+		for i, ok := range oks {
+			if !seen[i] && ok(ev) {
+				got[i], seen[i] = ev, true
 			}
-			for i, ok := range oks {
-				if !seen[i] && ok(ev) {
-					got[i], seen[i] = ev, true
-					left--
-				}
-			}
-		case <-timeout:
-			t.Fatalf("no %s on the live stream (conditions met: %v)", what, seen)
+			all = all && seen[i]
 		}
-	}
+		return all
+	}, func() string { return fmt.Sprintf(" (conditions met: %v)", seen) })
 	return got
 }
 

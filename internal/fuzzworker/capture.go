@@ -14,7 +14,9 @@ const EnvLog = "IOA_FUZZ_WORKER_LOG"
 // Capture sends this process's standard output and error to
 // $IOA_FUZZ_WORKER_LOG.<pid> if it is a fuzz worker and the variable is
 // set, and does nothing otherwise (a plain go test, the fuzz coordinator).
-func Capture(f *testing.F) {
+// It takes any testing.TB so that its own test can call it; fuzz tests pass
+// their *testing.F.
+func Capture(f testing.TB) {
 	prefix := os.Getenv(EnvLog)
 	if prefix == "" || !isWorker() {
 		return

@@ -1,6 +1,8 @@
 package fuzzworker
 
 import (
+	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,24 +11,26 @@ import (
 	"testing"
 )
 
-// A panic on a goroutine of its own, in a process whose output was
-// redirected, is written to the file: the case go test's fuzz workers hide.
-func TestRedirectKeepsAFatalPanic(t *testing.T) {
-	if path := os.Getenv("FUZZWORKER_TEST_PANIC"); path != "" {
-		if err := redirect(path); err != nil {
+// A fuzz worker's panic on a goroutine of its own is written to its file:
+// the case go test's fuzz workers hide. The child process is this test
+// binary, told it is a fuzz worker by the flag go test sets for one.
+func TestCaptureKeepsAWorkersFatalPanic(t *testing.T) {
+	if os.Getenv("FUZZWORKER_TEST_CHILD") != "" {
+		if err := flag.Set("test.fuzzworker", "true"); err != nil {
 			t.Fatal(err)
 		}
+		Capture(t)
 		os.Stdout.WriteString("before the panic\n")
 		done := make(chan struct{})
 		go func() { panic("off the target's goroutine") }()
 		<-done
 	}
 	if runtime.GOOS != "linux" {
-		t.Skip("redirect does nothing here")
+		t.Skip("Capture does nothing here")
 	}
-	path := filepath.Join(t.TempDir(), "worker")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRedirectKeepsAFatalPanic$")
-	cmd.Env = append(os.Environ(), "FUZZWORKER_TEST_PANIC="+path)
+	prefix := filepath.Join(t.TempDir(), "worker")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCaptureKeepsAWorkersFatalPanic$")
+	cmd.Env = append(os.Environ(), "FUZZWORKER_TEST_CHILD=1", EnvLog+"="+prefix)
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("the child did not die: %s", out)
@@ -34,7 +38,7 @@ func TestRedirectKeepsAFatalPanic(t *testing.T) {
 	if strings.Contains(string(out), "panic:") {
 		t.Errorf("the panic went to the old stderr: %s", out)
 	}
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(fmt.Sprintf("%s.%d", prefix, cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,9 +49,13 @@ func TestRedirectKeepsAFatalPanic(t *testing.T) {
 	}
 }
 
-// Outside a fuzz worker, Capture leaves the output alone.
+// Outside a fuzz worker (a plain go test, the fuzz coordinator), Capture
+// leaves the output alone even with the variable set.
 func TestCaptureOnlyInAWorker(t *testing.T) {
-	if isWorker() {
-		t.Fatal("a plain go test is not a fuzz worker")
+	prefix := filepath.Join(t.TempDir(), "worker")
+	t.Setenv(EnvLog, prefix)
+	Capture(t)
+	if _, err := os.Stat(fmt.Sprintf("%s.%d", prefix, os.Getpid())); !os.IsNotExist(err) {
+		t.Fatalf("a plain go test redirected its output (stat: %v)", err)
 	}
 }

@@ -24,9 +24,7 @@ const heldLines = 50
 // heldLines records are kept and logged when its cleanups run.
 func Logger(t testing.TB) *slog.Logger {
 	w := &testWriter{t: t}
-	if _, ok := t.(*testing.F); ok {
-		w.held = []string{}
-	}
+	_, w.hold = t.(*testing.F)
 	t.Cleanup(w.stop) // registered first, run last: after the services stop
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
@@ -34,7 +32,8 @@ func Logger(t testing.TB) *slog.Logger {
 type testWriter struct {
 	mu      sync.Mutex
 	t       testing.TB
-	held    []string // non-nil: lines are kept until stop, not logged at once
+	hold    bool     // lines are kept until stop, not logged at once
+	held    []string // the last heldLines of them
 	dropped int      // lines held and dropped for room
 	done    bool
 }
@@ -47,7 +46,7 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	switch {
 	case w.done:
-	case w.held == nil:
+	case !w.hold:
 		w.t.Log(line)
 	case len(w.held) == heldLines:
 		w.held = append(w.held[1:], line)
@@ -67,5 +66,5 @@ func (w *testWriter) stop() {
 	for _, line := range w.held {
 		w.t.Log(line)
 	}
-	w.held, w.done = nil, true
+	w.held, w.done = nil, true // done: nothing more is held or logged
 }

@@ -65,7 +65,7 @@ func FuzzLoggerInsideTarget(f *testing.F) {
 // A held logger keeps the last heldLines records and says how many it dropped.
 func TestLoggerHeld(t *testing.T) {
 	r := &recorder{TB: t}
-	w := &testWriter{t: r, held: []string{}}
+	w := &testWriter{t: r, hold: true}
 	for i := range heldLines + 3 {
 		fmt.Fprintf(w, "line %d\n", i)
 	}
