@@ -10,6 +10,7 @@
 #   TEAMS=4 ./scripts/bench-wire.sh                 (the teams to issue creds for and run)
 #
 # Environment: GO (go), BIN (bin/ioa), LOADGEN (bin/loadgen), TEAMS (1),
+# RUNS (3: the load generator's runs; its table shows each figure's median),
 # KEEP=1 keeps the temporary data dir and the server's log.
 set -euo pipefail
 
@@ -17,6 +18,7 @@ GO=${GO:-go}
 BIN=${BIN:-bin/ioa}
 LOADGEN=${LOADGEN:-bin/loadgen}
 TEAMS=${TEAMS:-1}
+RUNS=${RUNS:-3}
 
 cd "$(dirname "$0")/.."
 mkdir -p "$(dirname "$BIN")" "$(dirname "$LOADGEN")"
@@ -76,5 +78,5 @@ done
 
 echo "bench-wire: ioa serve on $url (data $data); loadgen $*" >&2
 status=0
-"$LOADGEN" --url "$url" --creds-dir "$data/creds" --teams "$TEAMS" "$@" || status=$?
+"$LOADGEN" --url "$url" --creds-dir "$data/creds" --teams "$TEAMS" --runs "$RUNS" "$@" || status=$?
 exit $status

@@ -51,6 +51,11 @@ and measures, each beside its reference from the same run:
   registry search        p50/p99 of the search index at each size
   memory                 heap per idle agent and per open chat
 
+The timed figures (turn, goals/s, one goal alone, search) are measured --runs
+times (3), one run after another on the same runtime: each row shows its
+median run (of an even number, the worse of the middle two), with every run's
+figure at the head of its reference, and the verdict is the median's.
+
 With --scale it measures scaling curves instead, one table per curve with a
 verdict computed from the numbers (flat, sublinear, linear or worse): turn
 latency and CPU against open chats, team size and chat length, history reads,
@@ -58,7 +63,7 @@ memory per open chat and per idle agent, registry heartbeats and registration
 against agents online, goals/s, heap and a turn against goals run (--out DIR
 also writes an SVG per curve).
 
-Figures depend on the machine; quote medians of several runs.`,
+Figures depend on the machine and move with its load; quote the medians.`,
 		Example: `  ioa bench
   ioa bench --goals 2000 --concurrency 50 --search-sizes 10000,100000
   ioa bench --scale --out scale/
@@ -79,7 +84,7 @@ Figures depend on the machine; quote medians of several runs.`,
 	f.Bool("secure", false, "run with credentials required and every agent on its own identity (compare with a run without)")
 	f.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	_ = f.MarkHidden("cpuprofile")
-	f.String("memprofile", "", "write a heap profile, taken after the goals/s run, to this file")
+	f.String("memprofile", "", "write a heap profile, taken after the first run of the timed figures, to this file")
 	_ = f.MarkHidden("memprofile")
 	addScaleFlags(f)
 	return cmd
@@ -103,7 +108,7 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	var n, sizes []int
 	if !scale {
 		var err error
-		if n, err = positiveInts(f, "turns", "goals", "concurrency", "searches", "idle-agents", "open-chats"); err != nil {
+		if n, err = positiveInts(f, "turns", "goals", "concurrency", "searches", "idle-agents", "open-chats", "runs"); err != nil {
 			return err
 		}
 		if v, _ := f.GetString("search-sizes"); v != "" {
@@ -127,7 +132,7 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	if scale {
 		return runScale(cmd)
 	}
-	turns, goals, conc, searches, idle, chats := n[0], n[1], n[2], n[3], n[4], n[5]
+	turns, goals, conc, searches, idle, chats, runs := n[0], n[1], n[2], n[3], n[4], n[5], n[6]
 
 	tmp, err := os.MkdirTemp("", "ioa-bench-")
 	if err != nil {
@@ -142,59 +147,27 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	defer env.close()
 	var rows []benchRow
 
-	fmt.Fprintln(progress, "bench: chat turn round trip ...")
-	// CPU per turn is the steadier figure on a noisy machine: it is what a
-	// change to the work shows in, whatever else the host runs.
-	lat, cpu, err := env.timeTurns(ctx, turns)
-	if err != nil {
-		return err
-	}
-	raw, floor, rtt := lat[0], lat[1], lat[2]
-	floorCPU, turnCPU := cpu[1], cpu[2]
-	ratio := float64(rtt.p50) / float64(raw.p50)
-	rows = append(rows, benchRow{"chat turn round trip p50 / p99 (4 members)", rtt.String(),
-		fmt.Sprintf("raw NATS req-reply %s; floor (log+ack, 4 inboxes) %s (%.1fx raw, CPU %s); CPU %s/turn",
-			raw, floor, float64(floor.p50)/float64(raw.p50), fmtDur(floorCPU), fmtDur(turnCPU)),
-		"p50 <= 6x raw", fmt.Sprintf("%s (%.1fx)", verdict(ratio <= 6), ratio)})
-
-	fmt.Fprintf(progress, "bench: %d goals, %d at a time ...\n", goals, conc)
-	c0 := processCPU()
-	a0 := allocated()
-	load, err := env.goalThroughput(ctx, goals, conc)
-	if err != nil {
-		return err
-	}
-	goalCPU := (processCPU() - c0) / time.Duration(max(goals, 1))
-	// Allocation per goal moves far less with the machine's load than CPU
-	// or goals/s do: the figure to compare two builds by.
-	goalAlloc := float64(allocated()-a0) / float64(max(goals, 1))
-	if path, _ := f.GetString("memprofile"); path != "" {
-		if err := writeHeapProfile(path); err != nil {
+	// The timed figures are measured runs times, one run after the other
+	// on the same runtime; each row shows its median run and lists every
+	// run's figure (a noisy host moves them by tens of percent).
+	memprofile, _ := f.GetString("memprofile")
+	var timed []timedRun
+	for r := range runs {
+		if runs > 1 {
+			fmt.Fprintf(progress, "bench: run %d of %d\n", r+1, runs)
+		}
+		tr, err := env.timeRun(ctx, turns, goals, conc, progress)
+		if err != nil {
 			return err
 		}
+		timed = append(timed, tr)
+		if r == 0 && memprofile != "" {
+			if err := writeHeapProfile(memprofile); err != nil {
+				return err
+			}
+		}
 	}
-	// The overhead of one goal is measured alone: under 50 goals at once it
-	// is mostly queueing (Little's law: 50 / goals per second).
-	fmt.Fprintf(progress, "bench: %d goals one at a time ...\n", max(goals/10, 20))
-	solo, err := env.goalThroughput(ctx, max(goals/10, 20), 1)
-	if err != nil {
-		return err
-	}
-	// Back to back, the process never idles; a goal sent to an idle server
-	// first wakes its sleeping threads. Both are one goal alone.
-	const pause = 20 * time.Millisecond
-	afterIdle, failedIdle, err := env.goalsAfterIdle(ctx, max(goals/40, 20), pause)
-	if err != nil {
-		return err
-	}
-	failedAlone := solo.failed + failedIdle
-	rows = append(rows,
-		benchRow{fmt.Sprintf("goals per second (%d concurrent 4-agent goals)", conc), fmt.Sprintf("%.0f/s", load.perSec),
-			fmt.Sprintf("%d goals, %d not concluded; %s; latency %s; CPU %s/goal, %s allocated/goal", goals, load.failed, sustainedNote(load.sustained, conc), load.lat, fmtDur(goalCPU), kb(goalAlloc)),
-			">= 500/s", verdict(load.perSec >= 500 && load.failed == 0)},
-		benchRow{"one goal alone, submit to result, p50 / p99", solo.lat.String(),
-			fmt.Sprintf("back to back; after %s idle each %s; func workers ~0 ms; 6 turns, 3 tasks; %d not concluded", pause, afterIdle, failedAlone),
-			"p50 <= 3 ms", verdict(solo.lat.p50 <= 3*time.Millisecond && failedAlone == 0)})
+	rows = append(rows, timedRows(timed, goals, conc)...)
 
 	fmt.Fprintln(progress, "bench: memory per idle agent and per open chat ...")
 	perAgent, err := env.memoryPerAgent(ctx, idle)
@@ -211,21 +184,19 @@ func runBench(cmd *cobra.Command, _ []string) error {
 
 	for _, n := range sizes {
 		fmt.Fprintf(progress, "bench: registry search with %d agents (building the index) ...\n", n)
-		lat, build, cpu, err := searchLatency(ctx, n, searches)
+		ix, build, err := buildSearchIndex(ctx, n)
 		if err != nil {
 			return err
 		}
-		ref := fmt.Sprintf("index built in %s", build.Round(time.Millisecond))
-		if cpu > 0 {
-			// CPU time moves less than latency with the machine's load.
-			ref += fmt.Sprintf("; CPU %.2f ms/search", float64(cpu.Microseconds())/1000)
+		var sr []searchRun
+		for range runs {
+			lat, cpu, err := timeSearches(ctx, ix, searches)
+			if err != nil {
+				return err
+			}
+			sr = append(sr, searchRun{lat, cpu})
 		}
-		target := 5 * time.Millisecond
-		if n > 10000 {
-			target = 20 * time.Millisecond
-		}
-		rows = append(rows, benchRow{fmt.Sprintf("registry search p50 / p99, %d agents", n), lat.String(),
-			ref, "p99 <= " + target.String(), verdict(lat.p99 <= target)})
+		rows = append(rows, searchRow(n, build, sr))
 	}
 	// Last: the extra instances and the kills would blur the memory figures.
 	if n, _ := f.GetInt("instances"); n >= 2 {
@@ -1049,33 +1020,31 @@ func (e *benchEnv) memoryPerChat(ctx context.Context, n int) (float64, error) {
 	return per, nil
 }
 
-// searchLatency builds an index of n synthetic cards and times searches; cpu
-// is the process's CPU time per search (0 where it cannot be read).
-func searchLatency(ctx context.Context, n, searches int) (_ latencies, build, cpu time.Duration, _ error) {
+// buildSearchIndex fills a search index with n synthetic cards and says
+// how long that took.
+func buildSearchIndex(ctx context.Context, n int) (*search.Index, time.Duration, error) {
 	ix, err := search.NewIndex(nil)
 	if err != nil {
-		return latencies{}, 0, 0, err
+		return nil, 0, err
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	words := benchVocabulary
-	phrase := func(k int) string {
-		p := make([]string, k)
-		for i := range p {
-			p[i] = words[rng.IntN(len(words))]
-		}
-		return strings.Join(p, " ")
-	}
+	phrase := benchPhrases(rand.New(rand.NewPCG(1, 2)))
 	t0 := time.Now()
 	for i := range n {
 		d := search.Doc{Name: "agent-" + strconv.Itoa(i), Description: phrase(14), Type: "tool",
 			Capabilities: []string{phrase(3), phrase(3), phrase(2)}, Tags: []string{phrase(1), phrase(1)}}
 		if err := ix.Upsert(ctx, d); err != nil {
-			return latencies{}, 0, 0, err
+			return nil, 0, err
 		}
 	}
-	build = time.Since(t0)
-	// The build's garbage is collected before the searches are timed, as it
-	// is long before a registry's searches.
+	return ix, time.Since(t0), nil
+}
+
+// timeSearches times searches queries of ten random words against ix; cpu
+// is the process's CPU time per search (0 where it cannot be read).
+func timeSearches(ctx context.Context, ix *search.Index, searches int) (_ latencies, cpu time.Duration, _ error) {
+	phrase := benchPhrases(rand.New(rand.NewPCG(3, uint64(searches))))
+	// The build's (or the last run's) garbage is collected before the
+	// searches are timed, as it is long before a registry's searches.
 	runtime.GC()
 	out := make([]time.Duration, 0, searches)
 	c0 := processCPU()
@@ -1083,14 +1052,25 @@ func searchLatency(ctx context.Context, n, searches int) (_ latencies, build, cp
 		q := search.Query{Texts: []string{phrase(10)}, Limit: 10}
 		t := time.Now()
 		if _, err := ix.Search(ctx, q); err != nil {
-			return latencies{}, 0, 0, err
+			return latencies{}, 0, err
 		}
 		out = append(out, time.Since(t))
 	}
 	if searches > 0 {
 		cpu = (processCPU() - c0) / time.Duration(searches)
 	}
-	return summarise(out), build, cpu, nil
+	return summarise(out), cpu, nil
+}
+
+// benchPhrases returns a maker of k random words of benchVocabulary.
+func benchPhrases(rng *rand.Rand) func(k int) string {
+	return func(k int) string {
+		p := make([]string, k)
+		for i := range p {
+			p[i] = benchVocabulary[rng.IntN(len(benchVocabulary))]
+		}
+		return strings.Join(p, " ")
+	}
 }
 
 // benchVocabulary is the word pool of the synthetic cards and tasks.

@@ -36,7 +36,7 @@ func addScaleFlags(f *pflag.FlagSet) {
 	f.String("scale-registry", "1000,10000", "with --scale, registered agents online for heartbeats and registration")
 	f.String("scale-goals", "2000,10000", "with --scale, goals run (50 at a time) before measuring goals/s, the heap they leave and a turn")
 	f.Int("scale-turns", 200, "with --scale, turns timed at each point of each run")
-	f.Int("runs", 3, "with --scale, measurements at each point (the median is printed)")
+	f.Int("runs", 3, "runs of each timed figure (turn, goals/s, one goal alone, search; with --scale, of each point): the median is printed, each run beside it")
 }
 
 // curve is one figure at several sizes: one row per size, one column per
@@ -670,13 +670,6 @@ func (e *benchEnv) curveRegistry(ctx context.Context, o scaleOpts, progress io.W
 		xs: o.registry, judged: []int{0, 1, 3, 4}}
 	s := e.b.Subjects()
 	rng := rand.New(rand.NewPCG(3, 4))
-	phrase := func(r *rand.Rand, k int) string {
-		p := make([]string, k)
-		for i := range p {
-			p[i] = benchVocabulary[r.IntN(len(benchVocabulary))]
-		}
-		return strings.Join(p, " ")
-	}
 	have := 0
 	for _, n := range o.registry {
 		fmt.Fprintf(progress, "bench: scale: registering up to %d agents ...\n", n)
@@ -693,7 +686,7 @@ func (e *benchEnv) curveRegistry(ctx context.Context, o scaleOpts, progress io.W
 			if err != nil {
 				return nil, err
 			}
-			r := rand.New(rand.NewPCG(uint64(w), uint64(n)))
+			phrase := benchPhrases(rand.New(rand.NewPCG(uint64(w), uint64(n))))
 			wg.Go(func() {
 				defer nc.Close()
 				for {
@@ -702,8 +695,8 @@ func (e *benchEnv) curveRegistry(ctx context.Context, o scaleOpts, progress io.W
 						return
 					}
 					name := "reg-" + strconv.FormatInt(i, 10)
-					card := protocol.AgentCard{Name: name, Description: phrase(r, 14), Type: protocol.TypeTool,
-						Capabilities: []string{phrase(r, 3), phrase(r, 2)}, Tags: []string{phrase(r, 1)}}
+					card := protocol.AgentCard{Name: name, Description: phrase(14), Type: protocol.TypeTool,
+						Capabilities: []string{phrase(3), phrase(2)}, Tags: []string{phrase(1)}}
 					subj, _ := s.As(s.Registry(bus.RegistryRegister), name)
 					if err := bus.Request(ctx, nc, subj, card, nil); err != nil {
 						mu.Lock()

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -27,6 +30,7 @@ type config struct {
 	Goals       int           // goals of the load phase
 	Concurrency int           // goals in flight in the load phase
 	Solo        int           // goals one at a time afterwards
+	Runs        int           // times the reference, load and solo phases are run
 	GoalTimeout time.Duration // longest wait for one goal's result
 	ReadyWait   time.Duration // longest wait for the server to be ready
 
@@ -40,7 +44,7 @@ type config struct {
 func defaults() config {
 	return config{
 		URL: "nats://127.0.0.1:4222", Prefix: "ioa", CredsDir: filepath.Join("data", "creds"),
-		Teams: 1, Goals: 1000, Concurrency: 50, Solo: 200,
+		Teams: 1, Goals: 1000, Concurrency: 50, Solo: 200, Runs: 1,
 		GoalTimeout: 2 * time.Minute, ReadyWait: 30 * time.Second,
 	}
 }
@@ -114,8 +118,8 @@ func (p phase) sustained(conc int) float64 {
 // stdout (progress on stderr). The error is non-nil when a goal did not
 // conclude, or nothing could run.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	if cfg.Teams < 1 || cfg.Goals < 0 || cfg.Concurrency < 1 || cfg.Solo < 0 {
-		return fmt.Errorf("want --teams >= 1, --goals >= 0, --concurrency >= 1, --solo >= 0")
+	if cfg.Teams < 1 || cfg.Goals < 0 || cfg.Concurrency < 1 || cfg.Solo < 0 || cfg.Runs < 1 {
+		return fmt.Errorf("want --teams >= 1, --goals >= 0, --concurrency >= 1, --solo >= 0, --runs >= 1")
 	}
 	if cfg.GoalTimeout <= 0 {
 		cfg.GoalTimeout = defaults().GoalTimeout
@@ -192,14 +196,24 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	// The reference: a request-reply to the server and back over the same
-	// TCP connection (its health endpoint answers from memory), the floor
-	// under each of a goal's sequential steps.
-	ref := submitter.roundTrips(ctx, 500)
-	load := submitter.series(ctx, "load", cfg.Goals, cfg.Concurrency, 0, stderr)
-	solo := phase{}
-	if cfg.Solo > 0 && ctx.Err() == nil {
-		solo = submitter.series(ctx, "solo", cfg.Solo, 1, cfg.Goals, stderr)
+	// Each run: the reference, a request-reply to the server and back over
+	// the same TCP connection (its health endpoint answers from memory),
+	// the floor under each of a goal's sequential steps; then the load
+	// phase and the solo phase. Goals are numbered on across runs.
+	var ref, load, solo []phase
+	for r := range cfg.Runs {
+		if ctx.Err() != nil {
+			break
+		}
+		if cfg.Runs > 1 {
+			fmt.Fprintf(stderr, "loadgen: run %d of %d\n", r+1, cfg.Runs)
+		}
+		base := r * (cfg.Goals + cfg.Solo)
+		ref = append(ref, submitter.roundTrips(ctx, 500))
+		load = append(load, submitter.series(ctx, "load", cfg.Goals, cfg.Concurrency, base, stderr))
+		if cfg.Solo > 0 && ctx.Err() == nil {
+			solo = append(solo, submitter.series(ctx, "solo", cfg.Solo, 1, base+cfg.Goals, stderr))
+		}
 	}
 	// Every goal has ended (or been given up): stop the agents (they
 	// deregister), then count their errors.
@@ -212,11 +226,14 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	agentErrs, firstAgentErr := errs.get()
 
 	printTable(stdout, cfg, ref, load, solo, agentErrs)
-	failed := load.failed + solo.failed
-	total := load.goals + solo.goals
-	firstErr := load.firstErr
-	if firstErr == nil {
-		firstErr = solo.firstErr
+	var failed, total int
+	var firstErr error
+	for _, p := range slices.Concat(load, solo) {
+		failed += p.failed
+		total += p.goals
+		if firstErr == nil {
+			firstErr = p.firstErr
+		}
 	}
 	if firstErr != nil {
 		fmt.Fprintf(stderr, "loadgen: first goal that did not conclude: %v\n", firstErr)
@@ -450,28 +467,89 @@ func fmtLat(p phase) string {
 	return fmtDur(p50) + " / " + fmtDur(p99)
 }
 
-// printTable prints the figures.
-func printTable(w io.Writer, cfg config, ref, load, solo phase, agentErrs int) {
+// rate is a load phase's concluded goals over its wall time.
+func (p phase) rate() float64 {
+	if p.wall <= 0 {
+		return 0
+	}
+	return float64(len(p.ok)) / p.wall.Seconds()
+}
+
+// p50 is the median of the phase's concluded goals (or round trips); a
+// phase where none concluded counts as the slowest.
+func (p phase) p50() float64 {
+	if len(p.ok) == 0 {
+		return math.Inf(1)
+	}
+	p50, _ := latencies(p.ok)
+	return float64(p50)
+}
+
+// median returns the phase whose key is the median of the runs and, for
+// more than one run, a note of every run's figure in run order. Of an even
+// number of runs it takes the worse of the middle two (the lower when
+// higherBetter, else the higher).
+func median(runs []phase, key func(phase) float64, higherBetter bool, format func(float64) string) (phase, string) {
+	order := make([]int, len(runs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(key(runs[a]), key(runs[b])) })
+	mid := len(runs) / 2
+	if higherBetter {
+		mid = (len(runs) - 1) / 2
+	}
+	m := runs[order[mid]]
+	if len(runs) < 2 {
+		return m, ""
+	}
+	each := make([]string, len(runs))
+	for i, p := range runs {
+		each[i] = format(key(p))
+	}
+	return m, fmt.Sprintf("  (median of %d runs: %s)", len(runs), strings.Join(each, ", "))
+}
+
+// printTable prints the figures: of several runs, each the run with the
+// median figure, and every run's figure beside it.
+func printTable(w io.Writer, cfg config, refs, loads, solos []phase, agentErrs int) {
 	fmt.Fprintf(w, "ioa loadgen over %s: %d team(s) of 1 launcher + %d workers, wire protocol only\n\n", cfg.URL, cfg.Teams, workersPerTeam)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tvalue")
 	fmt.Fprintln(tw, "------\t-----")
-	rate := 0.0
-	if load.wall > 0 {
-		rate = float64(len(load.ok)) / load.wall.Seconds()
+	perSec := func(v float64) string { return fmt.Sprintf("%.1f", v) }
+	p50 := func(v float64) string {
+		if math.IsInf(v, 1) {
+			return "-"
+		}
+		return fmtDur(time.Duration(v))
 	}
-	fmt.Fprintf(tw, "concluded goals/s (%d in flight)\t%.1f\n", cfg.Concurrency, rate)
-	if r := load.sustained(cfg.Concurrency); r > 0 {
-		fmt.Fprintf(tw, "sustained goals/s (all %d in flight, start and end left out)\t%.1f\n", cfg.Concurrency, r)
+	var failed, total int
+	for _, p := range slices.Concat(loads, solos) {
+		failed += p.failed
+		total += p.goals
 	}
-	fmt.Fprintf(tw, "latency under load p50 / p99\t%s\n", fmtLat(load))
-	if cfg.Solo > 0 {
-		fmt.Fprintf(tw, "solo latency p50 / p99 (%d goals, one at a time)\t%s\n", solo.goals, fmtLat(solo))
+	if len(loads) > 0 {
+		load, note := median(loads, phase.rate, true, perSec)
+		fmt.Fprintf(tw, "concluded goals/s (%d in flight)\t%.1f%s\n", cfg.Concurrency, load.rate(), note)
+		sus, note := median(loads, func(p phase) float64 { return p.sustained(cfg.Concurrency) }, true, perSec)
+		if r := sus.sustained(cfg.Concurrency); r > 0 {
+			fmt.Fprintf(tw, "sustained goals/s (all %d in flight, start and end left out)\t%.1f%s\n", cfg.Concurrency, r, note)
+		}
+		lat, note := median(loads, phase.p50, false, p50)
+		fmt.Fprintf(tw, "latency under load p50 / p99\t%s%s\n", fmtLat(lat), note)
+	}
+	if len(solos) > 0 {
+		solo, note := median(solos, phase.p50, false, p50)
+		fmt.Fprintf(tw, "solo latency p50 / p99 (%d goals, one at a time)\t%s%s\n", solo.goals, fmtLat(solo), note)
 	} else {
 		fmt.Fprintf(tw, "solo latency p50 / p99\tskipped (--solo 0)\n")
 	}
-	fmt.Fprintf(tw, "reference: request-reply to the server p50 / p99\t%s\n", fmtLat(ref))
-	fmt.Fprintf(tw, "goals not concluded\t%d of %d\n", load.failed+solo.failed, load.goals+solo.goals)
+	if len(refs) > 0 {
+		ref, note := median(refs, phase.p50, false, p50)
+		fmt.Fprintf(tw, "reference: request-reply to the server p50 / p99\t%s%s\n", fmtLat(ref), note)
+	}
+	fmt.Fprintf(tw, "goals not concluded\t%d of %d\n", failed, total)
 	fmt.Fprintf(tw, "agent and connection errors\t%d\n", agentErrs)
 	tw.Flush()
 }

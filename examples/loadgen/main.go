@@ -26,6 +26,7 @@ func main() {
 	fs.IntVar(&cfg.Goals, "goals", cfg.Goals, "goals of the load phase")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "goals in flight in the load phase")
 	fs.IntVar(&cfg.Solo, "solo", cfg.Solo, "goals one at a time after the load phase (0: none)")
+	fs.IntVar(&cfg.Runs, "runs", cfg.Runs, "times to run the reference, load and solo phases; the table shows each figure's median run and every run's figure")
 	fs.DurationVar(&cfg.GoalTimeout, "goal-timeout", cfg.GoalTimeout, "longest wait for one goal (also its timeout on the server)")
 	fs.DurationVar(&cfg.ReadyWait, "ready-wait", cfg.ReadyWait, "how long to wait for <prefix>.health to say ready")
 	_ = fs.Parse(os.Args[1:])

@@ -55,28 +55,30 @@ func testConfig(s *stacktest.Stack, dir string) config {
 	return cfg
 }
 
-// TestRun drives a real runtime over TCP with the wire agents and checks
-// every goal, the table, and one chat's log as the protocol shows it.
+// TestRun drives a real runtime over TCP with the wire agents, in two runs,
+// and checks every goal, the table, and one chat's log as the protocol
+// shows it.
 func TestRun(t *testing.T) {
 	s, dir := secureStack(t, 1, orchestrator.Config{})
 	if !strings.HasPrefix(s.URL, "nats://127.0.0.1:") {
 		t.Fatalf("the stack listens on %q, want TCP on loopback", s.URL)
 	}
 	cfg := testConfig(s, dir)
-	cfg.Goals, cfg.Concurrency, cfg.Solo = 20, 5, 3
+	cfg.Goals, cfg.Concurrency, cfg.Solo, cfg.Runs = 20, 5, 3, 2
 	var out, errOut bytes.Buffer
 	if err := run(t.Context(), cfg, &out, &errOut); err != nil {
 		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errOut)
 	}
 	table := out.String()
 	t.Logf("\n%s", table)
+	const dur, runs = `[0-9.]+ (ms|µs)`, `  \(median of 2 runs: `
 	for _, re := range []string{
-		`concluded goals/s \(5 in flight\)\s+[0-9]+\.[0-9]\n`,
-		`sustained goals/s \(all 5 in flight, start and end left out\)\s+[0-9]+\.[0-9]\n`,
-		`latency under load p50 / p99\s+[0-9.]+ (ms|µs) / [0-9.]+ (ms|µs)\n`,
-		`solo latency p50 / p99 \(3 goals, one at a time\)\s+[0-9.]+ (ms|µs) / [0-9.]+ (ms|µs)\n`,
-		`reference: request-reply to the server p50 / p99\s+[0-9.]+ (ms|µs) / [0-9.]+ (ms|µs)\n`,
-		`goals not concluded\s+0 of 23\n`,
+		`concluded goals/s \(5 in flight\)\s+[0-9]+\.[0-9]` + runs + `[0-9]+\.[0-9], [0-9]+\.[0-9]\)\n`,
+		`sustained goals/s \(all 5 in flight, start and end left out\)\s+[0-9]+\.[0-9]` + runs,
+		`latency under load p50 / p99\s+` + dur + ` / ` + dur + runs + dur + `, ` + dur + `\)\n`,
+		`solo latency p50 / p99 \(3 goals, one at a time\)\s+` + dur + ` / ` + dur + runs,
+		`reference: request-reply to the server p50 / p99\s+` + dur + ` / ` + dur + runs,
+		`goals not concluded\s+0 of 46\n`,
 		`agent and connection errors\s+0\n`,
 	} {
 		if !regexp.MustCompile(re).MatchString(table) {
@@ -87,7 +89,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("a rate of 0 goals/s:\n%s", table)
 	}
 
-	// The goal records, read by the admin: 23 goals led by lg-lead-0,
+	// The goal records, read by the admin: 46 goals led by lg-lead-0,
 	// every one concluded with all its tasks done.
 	var list protocol.GoalListReply
 	if err := s.Request(t, s.Bus.Subjects().Goal(bus.GoalList), protocol.GoalListRequest{Status: "all", Limit: 1000}, &list); err != nil {
@@ -99,8 +101,8 @@ func TestRun(t *testing.T) {
 			ours = append(ours, g)
 		}
 	}
-	if len(ours) != 23 {
-		t.Fatalf("%d goals led by lg-lead-0, want 23", len(ours))
+	if len(ours) != 46 {
+		t.Fatalf("%d goals led by lg-lead-0, want 46", len(ours))
 	}
 	for _, g := range ours {
 		if g.Status != protocol.GoalConcluded || g.Outcome != protocol.OutcomeSucceeded {
@@ -386,5 +388,46 @@ func TestSustained(t *testing.T) {
 		if got := p.sustained(conc); got != 0 {
 			t.Errorf("sustained(%d) of 10 goals = %v, want 0 (no such window)", conc, got)
 		}
+	}
+}
+
+// TestTableOfRuns checks the table of several runs: each figure is the
+// median run's, every run's figure beside it in run order, and the goals
+// not concluded are those of every run.
+func TestTableOfRuns(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	phaseOf := func(wall time.Duration, failed int, ok ...time.Duration) phase {
+		return phase{goals: len(ok) + failed, ok: ok, failed: failed, wall: wall}
+	}
+	loads := []phase{
+		phaseOf(time.Second, 0, ms(10), ms(10), ms(10), ms(10)), // 4/s
+		phaseOf(time.Second, 1, ms(30), ms(30)),                 // 2/s
+		phaseOf(time.Second, 0, ms(20), ms(20), ms(20)),         // 3/s
+	}
+	solos := []phase{phaseOf(time.Second, 0, ms(5)), phaseOf(time.Second, 2), phaseOf(time.Second, 0, ms(3))}
+	refs := []phase{phaseOf(time.Second, 0, 100*time.Microsecond), phaseOf(time.Second, 0, 300*time.Microsecond), phaseOf(time.Second, 0, 200*time.Microsecond)}
+	cfg := defaults()
+	cfg.Concurrency = 2
+	var b strings.Builder
+	printTable(&b, cfg, refs, loads, solos, 0)
+	table := b.String()
+	for _, want := range []string{
+		"concluded goals/s (2 in flight)  3.0  (median of 3 runs: 4.0, 2.0, 3.0)\n",
+		// The latency is its own median run's: 20, 30, 10 ms, the median 20.
+		"latency under load p50 / p99     20.00 ms / 20.00 ms  (median of 3 runs: 10.00 ms, 30.00 ms, 20.00 ms)\n",
+		// A run where no goal concluded counts as the slowest.
+		"solo latency p50 / p99 (1 goals, one at a time)  5.00 ms / 5.00 ms  (median of 3 runs: 5.00 ms, -, 3.00 ms)\n",
+		"reference: request-reply to the server p50 / p99  200 µs / 200 µs  (median of 3 runs: 100 µs, 300 µs, 200 µs)\n",
+		"goals not concluded  3 of 14\n", // 10 + 4 goals, 1 + 2 failed
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(table), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("the table has no %q:\n%s", want, table)
+		}
+	}
+	// One run: no note.
+	b.Reset()
+	printTable(&b, cfg, refs[:1], loads[:1], solos[:1], 0)
+	if strings.Contains(b.String(), "median") || !strings.Contains(b.String(), "4.0\n") {
+		t.Errorf("one run:\n%s", b.String())
 	}
 }
