@@ -6,6 +6,7 @@ package main
 // invocations and a hand-picked median for.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -139,15 +140,7 @@ func medianRun[T any](runs []T, key func(T) float64, higherBetter bool) (T, []fl
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case keys[a] < keys[b]:
-			return -1
-		case keys[a] > keys[b]:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(keys[a], keys[b]) })
 	mid := len(runs) / 2
 	if higherBetter {
 		mid = (len(runs) - 1) / 2

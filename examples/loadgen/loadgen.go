@@ -226,15 +226,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	agentErrs, firstAgentErr := errs.get()
 
 	printTable(stdout, cfg, ref, load, solo, agentErrs)
-	var failed, total int
-	var firstErr error
-	for _, p := range slices.Concat(load, solo) {
-		failed += p.failed
-		total += p.goals
-		if firstErr == nil {
-			firstErr = p.firstErr
-		}
-	}
+	failed, total, firstErr := notConcluded(slices.Concat(load, solo))
 	if firstErr != nil {
 		fmt.Fprintf(stderr, "loadgen: first goal that did not conclude: %v\n", firstErr)
 	}
@@ -467,6 +459,19 @@ func fmtLat(p phase) string {
 	return fmtDur(p50) + " / " + fmtDur(p99)
 }
 
+// notConcluded counts the goals of phases that did not conclude, all the
+// goals, and returns the first error among them.
+func notConcluded(phases []phase) (failed, total int, first error) {
+	for _, p := range phases {
+		failed += p.failed
+		total += p.goals
+		if first == nil {
+			first = p.firstErr
+		}
+	}
+	return failed, total, first
+}
+
 // rate is a load phase's concluded goals over its wall time.
 func (p phase) rate() float64 {
 	if p.wall <= 0 {
@@ -524,11 +529,7 @@ func printTable(w io.Writer, cfg config, refs, loads, solos []phase, agentErrs i
 		}
 		return fmtDur(time.Duration(v))
 	}
-	var failed, total int
-	for _, p := range slices.Concat(loads, solos) {
-		failed += p.failed
-		total += p.goals
-	}
+	failed, total, _ := notConcluded(slices.Concat(loads, solos))
 	if len(loads) > 0 {
 		load, note := median(loads, phase.rate, true, perSec)
 		fmt.Fprintf(tw, "concluded goals/s (%d in flight)\t%.1f%s\n", cfg.Concurrency, load.rate(), note)
