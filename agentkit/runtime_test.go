@@ -80,7 +80,6 @@ func (tr *trip) specialists() []agentkit.Agent {
 // may be logged in any order (concurrent task reports).
 type step struct {
 	typ, sender string
-	state       protocol.State
 	check       func(t *testing.T, m protocol.AgentMessage)
 }
 

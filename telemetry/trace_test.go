@@ -53,7 +53,7 @@ func goalSpan(goal string) func(tracetest.SpanStub) bool {
 func attr(s tracetest.SpanStub, key attribute.Key) string {
 	for _, kv := range s.Attributes {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

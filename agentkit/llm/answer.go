@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -337,19 +336,4 @@ func oneLine(s string) string {
 		return strings.TrimSpace(s)
 	}
 	return strings.Join(strings.Fields(s), " ")
-}
-
-// trimFences removes a Markdown code fence around s, for answers that are
-// meant to be plain text.
-func trimFences(s string) string {
-	s = strings.TrimSpace(s)
-	if !strings.HasPrefix(s, "```") {
-		return s
-	}
-	s = s[3:]
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	s = strings.TrimSuffix(strings.TrimSpace(s), "```")
-	return string(bytes.TrimSpace([]byte(s)))
 }

@@ -146,17 +146,6 @@ func funcWorker(fn func(agentkit.Task) (string, error)) agentkit.Worker {
 	})
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // checkGoroutines fails the test if, once every later cleanup has run, the
 // goroutine count does not come back near where it was. Call it first.
 func checkGoroutines(t *testing.T) {

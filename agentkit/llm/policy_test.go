@@ -148,8 +148,7 @@ func TestDiscoveryMarksLowMatches(t *testing.T) {
 	reg := registryOf("weather", "chef")
 	reg.agents[1].Match = 0.1
 	var toolResult string
-	var srv *llmtest.Server
-	srv = llmtest.New(t, func(r llmtest.Request) llmtest.Response {
+	srv := llmtest.New(t, func(r llmtest.Request) llmtest.Response {
 		if r.ToolResults() == 0 {
 			return llmtest.Call(llm.ToolAgentDiscovery, map[string]any{"queries": []string{"weather forecast"}})
 		}

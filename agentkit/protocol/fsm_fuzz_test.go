@@ -286,7 +286,7 @@ func FuzzApply(f *testing.F) {
 	))
 	// Impostors and outsiders.
 	f.Add(uint8(4), slices.Concat(
-		step(opNote, 0x80|0, 0, 0), step(opDiscussion, 3, 1, 0), step(opDiscussion, 1, 1, 0),
+		step(opNote, 0x80, 0, 0), step(opDiscussion, 3, 1, 0), step(opDiscussion, 1, 1, 0),
 		step(opResult, 4, 0, 0), step(opUnknown, right, 0, 0),
 	))
 

@@ -96,7 +96,7 @@ func (a *agent) start(ctx context.Context) error {
 func (a *agent) register(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, sendBudget)
 	defer cancel()
-	if err := requestRetry(rctx, a.nc, a.subject("registry", "register", a.name), a.card, nil, retryAll); err != nil {
+	if err := requestRetry(rctx, a.nc, a.subject("registry", "register", a.name), a.card, nil); err != nil {
 		return fmt.Errorf("%s: register: %w", a.name, err)
 	}
 	return nil
@@ -114,7 +114,7 @@ func (a *agent) heartbeats(ctx context.Context) {
 		}
 		var r heartbeatReply
 		hctx, cancel := context.WithTimeout(ctx, every)
-		err := requestRetry(hctx, a.nc, a.subject("registry", "heartbeat", a.name), nameRequest{Name: a.name}, &r, retryAll)
+		err := requestRetry(hctx, a.nc, a.subject("registry", "heartbeat", a.name), nameRequest{Name: a.name}, &r)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -174,7 +174,7 @@ func (a *agent) onLaunch(m *nats.Msg) {
 		defer cancel()
 		var r commReply
 		err := requestRetry(ctx, a.nc, a.subject("teamup", a.name),
-			teamupRequest{GoalID: req.GoalID, Launcher: a.name, Members: a.workers}, &r, retryAll)
+			teamupRequest{GoalID: req.GoalID, Launcher: a.name, Members: a.workers}, &r)
 		if err != nil {
 			a.errs.add(fmt.Errorf("%s: team-up for goal %s: %w", a.name, req.GoalID, err))
 			st, code := 500, "internal"
@@ -284,7 +284,7 @@ func (a *agent) fill(comm string, after uint64) {
 	pause := 10 * time.Millisecond
 	for {
 		var h historyReply
-		err := requestRetry(ctx, a.nc, a.subject("agent", a.name, "history", comm), historyRequest{AfterSeq: after, Limit: 1000}, &h, retryAll)
+		err := requestRetry(ctx, a.nc, a.subject("agent", a.name, "history", comm), historyRequest{AfterSeq: after, Limit: 1000}, &h)
 		if err == nil && len(h.Messages) == 0 {
 			err = fmt.Errorf("history of %s after %d is empty, but a later message came (last_seq %d)", comm, after, h.LastSeq)
 		}
@@ -403,7 +403,7 @@ func (a *agent) send(comm string, m message) {
 		ctx, cancel := context.WithTimeout(a.ctx, sendBudget)
 		defer cancel()
 		var r sendReply
-		if err := requestRetry(ctx, a.nc, a.subject("agent", a.name, "out", comm), m, &r, retryAll); err != nil && a.ctx.Err() == nil {
+		if err := requestRetry(ctx, a.nc, a.subject("agent", a.name, "out", comm), m, &r); err != nil && a.ctx.Err() == nil {
 			a.errs.add(fmt.Errorf("%s: %s %s to chat %s: %w", a.name, m.Type, m.ID, comm, err))
 		}
 	})

@@ -198,24 +198,15 @@ func status(err error) int {
 	return 0
 }
 
-// retry says which failures to send again, with the same body.
-type retry int
-
-const (
-	// retryBusy sends again on 503 (the protocol's "send again") and 429.
-	retryBusy retry = iota
-	// retryAll also sends again when no reply came in time: only for
-	// requests that are idempotent (an outbox message with a fixed id,
-	// teamup, register, heartbeat, history).
-	retryAll
-)
-
 // perRequest bounds each attempt.
 const perRequest = 5 * time.Second
 
 // requestRetry is request, sent again with a short, growing, jittered
-// backoff while the failure is one to retry, until ctx ends.
-func requestRetry(ctx context.Context, nc *nats.Conn, subject string, in, out any, r retry) error {
+// backoff until ctx ends while the failure is one to retry: 503 (the
+// protocol's "send again"), 429, or no reply in time. Only for requests
+// that are idempotent (an outbox message with a fixed id, teamup, register,
+// heartbeat, history).
+func requestRetry(ctx context.Context, nc *nats.Conn, subject string, in, out any) error {
 	backoff := 5 * time.Millisecond
 	for {
 		actx, cancel := context.WithTimeout(ctx, perRequest)
@@ -228,7 +219,7 @@ func requestRetry(ctx context.Context, nc *nats.Conn, subject string, in, out an
 		switch st := status(err); {
 		case st == 503 || st == 429:
 			again = true
-		case st == 0 && r == retryAll && ctx.Err() == nil &&
+		case st == 0 && ctx.Err() == nil &&
 			(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)):
 			again = true
 		}

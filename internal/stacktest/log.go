@@ -1,7 +1,6 @@
 package stacktest
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -61,7 +60,7 @@ func (w *testWriter) stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.dropped > 0 {
-		w.t.Log(fmt.Sprintf("(%d earlier warnings dropped)", w.dropped))
+		w.t.Logf("(%d earlier warnings dropped)", w.dropped)
 	}
 	for _, line := range w.held {
 		w.t.Log(line)

@@ -15,7 +15,10 @@ type recorder struct {
 	cleanups []func()
 }
 
-func (r *recorder) Log(args ...any)  { r.lines = append(r.lines, args[0].(string)) }
+func (r *recorder) Log(args ...any) { r.lines = append(r.lines, args[0].(string)) }
+func (r *recorder) Logf(format string, a ...any) {
+	r.lines = append(r.lines, fmt.Sprintf(format, a...))
+}
 func (r *recorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
 func (r *recorder) runCleanups() {
 	for i := len(r.cleanups) - 1; i >= 0; i-- {
