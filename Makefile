@@ -50,7 +50,7 @@ tools: ## the nats CLI (CLI examples' tests), nats-server (the cluster fault tes
 	@command -v nats >/dev/null 2>&1 || [ -x "$$($(GO) env GOPATH)/bin/nats" ] || \
 		(echo "installing the nats CLI"; $(GO) install github.com/nats-io/natscli/nats@v0.5.0)
 	@[ -x "$$($(GO) env GOPATH)/bin/nats-server" ] || \
-		(echo "installing nats-server"; $(GO) install github.com/nats-io/nats-server/v2@v2.15.2)
+		(echo "installing nats-server"; $(GO) install github.com/nats-io/nats-server/v2@v2.15.3)
 	@./scripts/node-deps.sh
 	@./scripts/chromium.sh
 

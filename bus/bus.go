@@ -139,11 +139,13 @@ const provisionAttempt = 3 * time.Second
 
 // storeRetries is how many more passes provisioning makes after the server
 // could not create a stream's store (API error 10049). On a fresh store
-// nats-server tidies the account's storage directory while it enables
-// JetStream (it removes an empty one), and a stream created at that moment
-// fails with "mkdir …/streams: no such file or directory": one CI run of a
-// first `ioa serve` start hit it. A store that cannot be made (a full disk,
-// a read-only directory) still fails, after these passes.
+// nats-server before 2.15.3 tidied the account's storage directory while it
+// enabled JetStream (it removed an empty one), and a stream created at that
+// moment failed with "mkdir …/streams: no such file or directory": one CI
+// run of a first `ioa serve` start hit it. The embedded server is 2.15.3,
+// which makes the directory first; an external one may be older. A store
+// that cannot be made (a full disk, a read-only directory) still fails,
+// after these passes.
 const storeRetries = 3
 
 func (c Config) withDefaults() Config {

@@ -2,10 +2,12 @@ package bus_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,12 +207,13 @@ func TestProvisionAppliesRetention(t *testing.T) {
 	}
 }
 
-// A stream store the server could not create is tried again: on a fresh
-// store nats-server may be tidying the account's directory while it
-// enables JetStream, and a stream created at that moment fails once (a CI
-// run of a first ioa serve start). Here a file stands where the account's
-// streams directory goes; the server's failed create clears it, as the
-// tidying ends, and the next pass creates every stream.
+// A stream store the server could not create is tried again: nats-server
+// before 2.15.3 could be tidying the account's directory while it enabled
+// JetStream, and a stream created at that moment failed once (a CI run of a
+// first ioa serve start); an external server may still be such a version.
+// Here a file stands where the account's streams directory goes, so the
+// first create fails; it is taken away when the bus says it will provision
+// again, and the next pass creates every stream.
 func TestProvisionRetriesAStoreTheServerCouldNotCreate(t *testing.T) {
 	store := t.TempDir()
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: store, NoLog: true, NoSigs: true})
@@ -222,21 +225,46 @@ func TestProvisionRetriesAStoreTheServerCouldNotCreate(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("server not ready")
 	}
-	dir := filepath.Join(store, "jetstream", "$G")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	streams := filepath.Join(store, "jetstream", "$G", "streams")
+	if err := os.RemoveAll(streams); err != nil { // made by the server since 2.15.3
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "streams"), []byte("in the way"), 0o644); err != nil {
+	if err := os.WriteFile(streams, []byte("in the way"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b, err := bus.Connect(t.Context(), bus.Config{NATSURL: srv.ClientURL()})
+	var retries atomic.Int32
+	logger := onLog("JetStream could not provision yet; provisioning again", func() {
+		if retries.Add(1) == 1 {
+			_ = os.Remove(streams)
+		}
+	})
+	b, err := bus.Connect(t.Context(), bus.Config{NATSURL: srv.ClientURL(), Logger: logger})
 	if err != nil {
 		t.Fatalf("provisioning after a store the server could not create: %v", err)
 	}
 	defer b.Close()
+	if n := retries.Load(); n != 1 {
+		t.Errorf("provisioned again %d times, want 1", n)
+	}
 	for _, name := range []string{bus.StreamChats, bus.StreamTasks, bus.StreamGoals} {
 		if _, err := b.JetStream().Stream(t.Context(), name); err != nil {
 			t.Fatalf("stream %s: %v", name, err)
 		}
 	}
 }
+
+// onLog is a logger that calls do for each record whose message is msg.
+func onLog(msg string, do func()) *slog.Logger {
+	return slog.New(logFunc(func(r slog.Record) {
+		if r.Message == msg {
+			do()
+		}
+	}))
+}
+
+type logFunc func(slog.Record)
+
+func (f logFunc) Enabled(context.Context, slog.Level) bool      { return true }
+func (f logFunc) Handle(_ context.Context, r slog.Record) error { f(r); return nil }
+func (f logFunc) WithAttrs([]slog.Attr) slog.Handler            { return f }
+func (f logFunc) WithGroup(string) slog.Handler                 { return f }

@@ -47,7 +47,7 @@ func natsServerBinary(t testing.TB) string {
 	if p, err := exec.LookPath("nats-server"); err == nil {
 		return p
 	}
-	t.Skip("nats-server is not installed: run `make tools` (go install github.com/nats-io/nats-server/v2@v2.15.2)")
+	t.Skip("nats-server is not installed: run `make tools` (go install github.com/nats-io/nats-server/v2@v2.15.3)")
 	return ""
 }
 
