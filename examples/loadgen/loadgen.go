@@ -495,11 +495,13 @@ func (p phase) p50() float64 {
 // number of runs it takes the worse of the middle two (the lower when
 // higherBetter, else the higher).
 func median(runs []phase, key func(phase) float64, higherBetter bool, format func(float64) string) (phase, string) {
+	// Each key once: a latency key sorts the run's samples.
+	keys := make([]float64, len(runs))
 	order := make([]int, len(runs))
-	for i := range order {
-		order[i] = i
+	for i, p := range runs {
+		keys[i], order[i] = key(p), i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(key(runs[a]), key(runs[b])) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(keys[a], keys[b]) })
 	mid := len(runs) / 2
 	if higherBetter {
 		mid = (len(runs) - 1) / 2
@@ -509,8 +511,8 @@ func median(runs []phase, key func(phase) float64, higherBetter bool, format fun
 		return m, ""
 	}
 	each := make([]string, len(runs))
-	for i, p := range runs {
-		each[i] = format(key(p))
+	for i, k := range keys {
+		each[i] = format(k)
 	}
 	return m, fmt.Sprintf("  (median of %d runs: %s)", len(runs), strings.Join(each, ", "))
 }
