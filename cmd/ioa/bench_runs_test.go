@@ -80,8 +80,14 @@ func TestTimedRowsFromMedianRuns(t *testing.T) {
 	// the median; a slower median misses the target.
 	runs[0].failedIdle = 1
 	runs[2].solo.lat.p50 = 5 * time.Millisecond
-	if r := timedRows(runs, 1000, 50)[2]; r.verdict != "MISSED" || !strings.Contains(r.reference, "1 not concluded") || r.value != "4.00 ms / 8.00 ms" {
+	if r := timedRows(runs, 1000, 50)[2]; r.verdict != "MISSED" || !strings.Contains(r.reference, "1 not concluded in all") || r.value != "4.00 ms / 8.00 ms" {
 		t.Errorf("solo row with a failure %+v", r)
+	}
+	// Likewise a goal under load that did not conclude in a run other than
+	// the median's (the second run, 520/s) fails the goals/s row.
+	runs[2].load.failed = 2
+	if r := timedRows(runs, 1000, 50)[1]; r.verdict != "MISSED" || r.value != "520/s" || !strings.Contains(r.reference, "1000 goals a run, 2 not concluded in all") {
+		t.Errorf("goals row with a failure in another run %+v", r)
 	}
 
 	// One run: the row is that run's, with no note.
