@@ -389,7 +389,7 @@ func TestPersonAnswersTurnAndTask(t *testing.T) {
 	id := out["goal_id"].(string)
 	live := e.follow(t, id)
 
-	// After the plan the launcher hands the turn to the first member: alice.
+	// The launcher asks the first person on the team about the plan: alice.
 	turn := next(t, live, "alice's turn", func(ev liveEvent) bool { return ev.name == "chat" && ev.data["your_turn"] == "alice" })
 	if turn.data["speaker"] != "alice" {
 		t.Fatalf("chat state: %v", turn.data)

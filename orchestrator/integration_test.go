@@ -106,17 +106,17 @@ func TestGoalEndToEndWithCoordinatorAndAgentkitAgents(t *testing.T) {
 	for _, m := range log {
 		t.Logf("%2d %-18s %-12s %-22s %s %v %s", m.Seq, m.Type, m.Sender, m.State, m.TaskID, m.NextSpeaker, strings.ReplaceAll(m.Content+m.TaskConclusion, "\n", " | "))
 	}
-	// The turn messages, in order: plan, the member's answer, the async
-	// assignment, the pause on what still ran, the dependent sync task, the
-	// conclusion. Task reports interleave between them.
+	// The turn messages, in order: the async assignment with the plan (no
+	// person on the team to ask about it), the pause on what still ran, the
+	// dependent sync task, the conclusion. Task reports interleave between
+	// them.
 	var turns []string
 	for _, m := range log {
 		if protocol.IsTurnMessage(m.Type) {
 			turns = append(turns, m.Type+"/"+m.Sender)
 		}
 	}
-	want := []string{"discussion/coordinator", "discussion/multiplier", "async_task_assign/coordinator",
-		"pause/coordinator", "sync_task_assign/coordinator", "conclusion/coordinator"}
+	want := []string{"async_task_assign/coordinator", "pause/coordinator", "sync_task_assign/coordinator", "conclusion/coordinator"}
 	if strings.Join(turns, " ") != strings.Join(want, " ") {
 		t.Fatalf("turns = %v\nwant    %v", turns, want)
 	}
@@ -139,6 +139,9 @@ func TestGoalEndToEndWithCoordinatorAndAgentkitAgents(t *testing.T) {
 	if got := strings.Join(assignees, " "); got != "t1/multiplier t2/distance-converter t3/word-counter" {
 		t.Fatalf("async tasks = %s", got)
 	}
+	if !strings.HasSuffix(async.UpdatedPlan, "t4 [sync] report-writer: write a report summarising the results") || !strings.HasPrefix(async.Content, "Plan:\n"+async.UpdatedPlan+"\n") {
+		t.Fatalf("the async assignment does not state the plan: content %q, updated_plan %q", async.Content, async.UpdatedPlan)
+	}
 	if p := byType[protocol.MsgPause]; !slices.Contains(p.Triggers, "t1") || p.State != protocol.StatePause {
 		t.Fatalf("pause = %+v", p)
 	}
@@ -156,7 +159,7 @@ func TestGoalEndToEndWithCoordinatorAndAgentkitAgents(t *testing.T) {
 		"Convert 5 kilometres to miles: 5 km = 3.107 miles\n" +
 		"Count the words of this sentence: the task had 32 words\n" +
 		"write a report summarising the results: REPORT: 84; 5 km = 3.107 miles; the task had 32 words"
-	if res.Conclusion != wantConclusion || res.Turns != 6 {
+	if res.Conclusion != wantConclusion || res.Turns != 4 {
 		t.Fatalf("conclusion (%d turns):\n%s\nwant:\n%s", res.Turns, res.Conclusion, wantConclusion)
 	}
 	// Each finished task is an outcome of its assignee in ioa_outcomes, for

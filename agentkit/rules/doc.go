@@ -3,10 +3,15 @@
 // machine with no model key does the whole job.
 //
 // The launcher splits the goal into clauses (Split), finds a member for each
-// by the registry's ranking, states the plan in a discussion, assigns the
-// independent clauses as one async task assignment, pauses on them, assigns
-// the dependent clauses ("then ...", "... of it") one sync task at a time
-// with the earlier results, and concludes with one line per task.
+// by the registry's ranking, assigns the independent clauses as one async
+// task assignment, pauses on them, assigns the dependent clauses ("then
+// ...", "... of it") one sync task at a time with the earlier results, and
+// concludes with one line per task. The plan (one line per clause and its
+// assignee, also in the chat's plan) comes with its first step. Only when a
+// person (an agent of type human) is on the team does the launcher first
+// state the plan in a discussion and give that person the turn to answer
+// it; a program would only answer "ready", and a round of that costs a turn,
+// a log entry and a delivery to every member.
 //
 // A clause that no registered agent matches well enough (the search result's
 // match below Config.MinMatch, by default protocol.DefaultMinMatch) is given

@@ -105,8 +105,9 @@ func searchAll(ctx context.Context, reg agentkit.Searcher, clauses []Clause, req
 	return results, errs
 }
 
-// NextMessage is the move for the agent holding the turn. A member answers
-// the plan and hands the turn back; the launcher states the plan, assigns
+// NextMessage is the move for the agent holding the turn. A member given
+// the turn answers the plan and hands the turn back; the launcher states
+// the plan (asking a person on the team about it first), assigns
 // the independent clauses async, pauses on them, assigns the dependent ones
 // sync one at a time, and concludes.
 func (p *Policy) NextMessage(ctx context.Context, t agentkit.Turn) (protocol.AgentMessage, error) {
@@ -150,8 +151,8 @@ func (p *Policy) memberReply(t agentkit.Turn) protocol.AgentMessage {
 	return protocol.AgentMessage{Type: protocol.MsgDiscussion, Content: content, NextSpeaker: []string{t.Chat.Launcher}}
 }
 
-// planMessage states the plan: one line per clause with its assignee, and
-// hands the turn to the first other member.
+// planMessage states the plan, one line per clause with its assignee:
+// to the first person on the team, else with the launcher's first step.
 func (p *Policy) planMessage(ctx context.Context, t agentkit.Turn) protocol.AgentMessage {
 	c := &t.Chat
 	// The answers that formed the team give each clause to the member
@@ -185,16 +186,40 @@ func (p *Policy) planMessage(ctx context.Context, t agentkit.Turn) protocol.Agen
 		}
 	}
 	plan := FormatPlan(items)
-	next := t.Self.Name
-	if i := slices.IndexFunc(c.Members, func(n string) bool { return n != t.Self.Name }); i >= 0 {
-		next = c.Members[i]
+	// A person on the team is asked about the plan before the work starts
+	// (the console shows it as their turn); programs are not: their
+	// answer is "ready", and a round of it would cost a turn, a log entry
+	// and a delivery to every member, and tell the chat nothing the plan's
+	// lines do not. So without a person the plan rides on the launcher's
+	// first step: the first assignment, or the conclusion when nobody can
+	// do anything.
+	if person := firstPerson(t); person != "" {
+		return protocol.AgentMessage{
+			Type:        protocol.MsgDiscussion,
+			Content:     "Plan:\n" + plan,
+			UpdatedPlan: plan,
+			NextSpeaker: []string{person},
+		}
 	}
-	return protocol.AgentMessage{
-		Type:        protocol.MsgDiscussion,
-		Content:     "Plan:\n" + plan,
-		UpdatedPlan: plan,
-		NextSpeaker: []string{next},
+	c.Plan = plan
+	m := nextStep(c, items)
+	m.UpdatedPlan = plan
+	m.Content = "Plan:\n" + plan + "\n" + m.Content
+	return m
+}
+
+// firstPerson is the first member of the chat other than the speaker whose
+// card says it is a person (type human), or "".
+func firstPerson(t agentkit.Turn) string {
+	for _, name := range t.Chat.Members {
+		if name == t.Self.Name {
+			continue
+		}
+		if i := slices.IndexFunc(t.Team, func(c protocol.AgentCard) bool { return c.Name == name }); i >= 0 && t.Team[i].Type == protocol.TypeHuman {
+			return name
+		}
 	}
+	return ""
 }
 
 // assign picks the member for a clause: nobody ("") when no registered

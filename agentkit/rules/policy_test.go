@@ -97,20 +97,40 @@ func TestNextMessage(t *testing.T) {
 		name string
 		self protocol.AgentCard
 		chat protocol.Chat
+		team []protocol.AgentCard
 		err  error
 		want protocol.AgentMessage
 	}{
 		{
-			name: "launcher states the plan",
+			name: "launcher states the plan with its first step",
 			self: lead,
 			chat: chat(func(c *protocol.Chat) { c.Plan, c.Turn, c.LastSeq = "", 0, 1 }),
-			want: protocol.AgentMessage{Type: protocol.MsgDiscussion, Content: "Plan:\n" + plan, UpdatedPlan: plan, NextSpeaker: []string{"sky"}},
+			want: protocol.AgentMessage{Type: protocol.MsgAsyncAssign, Content: "Plan:\n" + plan + "\nStarting the independent tasks: t1, t2.", UpdatedPlan: plan, Tasks: []protocol.Task{
+				{TaskID: "t1", Assignee: "sky", TaskAbstract: "Get the weather in Rome", TaskDesc: "Get the weather in Rome"},
+				{TaskID: "t2", Assignee: "census", TaskAbstract: "find the population of Rome", TaskDesc: "find the population of Rome"},
+			}},
 		},
 		{
-			name: "launcher alone keeps the turn",
+			name: "launcher asks a person about the plan first",
+			self: lead,
+			chat: chat(func(c *protocol.Chat) { c.Plan, c.Turn, c.LastSeq = "", 0, 1 }),
+			team: []protocol.AgentCard{lead, {Name: "sky"}, {Name: "census", Type: protocol.TypeHuman}, {Name: "scribe", Type: protocol.TypeHuman}},
+			want: protocol.AgentMessage{Type: protocol.MsgDiscussion, Content: "Plan:\n" + plan, UpdatedPlan: plan, NextSpeaker: []string{"census"}},
+		},
+		{
+			name: "launcher alone assigns to itself",
 			self: lead,
 			chat: chat(func(c *protocol.Chat) { c.Plan, c.Members, c.Goal = "", []string{"lead"}, "Buy flowers" }),
-			want: protocol.AgentMessage{Type: protocol.MsgDiscussion, Content: "Plan:\nt1 [sync] lead: Buy flowers", UpdatedPlan: "t1 [sync] lead: Buy flowers", NextSpeaker: []string{"lead"}},
+			want: protocol.AgentMessage{Type: protocol.MsgSyncTaskAssign, Content: "Plan:\nt1 [sync] lead: Buy flowers\nNext: t1.", UpdatedPlan: "t1 [sync] lead: Buy flowers",
+				Tasks: []protocol.Task{{TaskID: "t1", Assignee: "lead", TaskAbstract: "Buy flowers", TaskDesc: "Buy flowers"}}},
+		},
+		{
+			name: "nobody can do anything: the plan rides on the conclusion",
+			self: lead,
+			chat: chat(func(c *protocol.Chat) { c.Plan, c.Turn, c.LastSeq, c.Goal = "", 0, 1, "Fix the sink" }),
+			want: protocol.AgentMessage{Type: protocol.MsgConclusion, UpdatedPlan: "t1 [none] -: Fix the sink",
+				Content: "Plan:\nt1 [none] -: Fix the sink\nFix the sink: NOT DONE: no registered agent can do this; it needs an agent able to: Fix the sink",
+				Undone:  []string{"Fix the sink"}},
 		},
 		{
 			name: "member answers the plan",
@@ -189,7 +209,7 @@ func TestNextMessage(t *testing.T) {
 	p := rules.New(rules.Config{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			turn := agentkit.Turn{Self: tt.self, Chat: tt.chat, LastError: tt.err, Registry: registry()}
+			turn := agentkit.Turn{Self: tt.self, Chat: tt.chat, Team: tt.team, LastError: tt.err, Registry: registry()}
 			got, err := p.NextMessage(t.Context(), turn)
 			if err != nil {
 				t.Fatal(err)

@@ -821,8 +821,9 @@ const benchGoal = "Count the apples. Paint the fence. Then write a summary of th
 
 // runGoal submits benchGoal with wait:true and returns the time from submit
 // to result, as the submitter sees it (in µs: the goal's own Elapsed is
-// rounded to the millisecond), or why it did not conclude.
-func (e *benchEnv) runGoal(ctx context.Context) (time.Duration, error) {
+// rounded to the millisecond), and the turns its chat took, or why it did
+// not conclude.
+func (e *benchEnv) runGoal(ctx context.Context) (time.Duration, int, error) {
 	var res protocol.GoalResult
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -832,7 +833,7 @@ func (e *benchEnv) runGoal(ctx context.Context) (time.Duration, error) {
 	if err == nil && res.Status != protocol.GoalConcluded {
 		err = fmt.Errorf("goal %s %s: %s", res.GoalID, res.Status, res.Reason)
 	}
-	return took, err
+	return took, res.Turns, err
 }
 
 // goalsAfterIdle runs n goals one at a time, each after the process has
@@ -847,7 +848,7 @@ func (e *benchEnv) goalsAfterIdle(ctx context.Context, n int, idle time.Duration
 		case <-ctx.Done():
 			return latencies{}, failed, ctx.Err()
 		}
-		d, err := e.runGoal(ctx)
+		d, _, err := e.runGoal(ctx)
 		if err != nil {
 			failed++
 			continue
@@ -875,6 +876,27 @@ type goalRun struct {
 	sustained float64 // concluded goals/s with conc in flight all along (0: too short a run)
 	lat       latencies
 	failed    int
+	turns     span // the turns each concluded goal's chat took
+}
+
+// span is the least and the most of some counts.
+type span struct{ lo, hi int }
+
+func (s *span) add(n int) {
+	if n <= 0 {
+		return
+	}
+	if s.lo == 0 || n < s.lo {
+		s.lo = n
+	}
+	s.hi = max(s.hi, n)
+}
+
+func (s span) String() string {
+	if s.lo == s.hi {
+		return strconv.Itoa(s.lo)
+	}
+	return fmt.Sprintf("%d–%d", s.lo, s.hi)
 }
 
 // sustainedRate is the rate of the goals that concluded (at ends, since the
@@ -894,6 +916,7 @@ func sustainedRate(ends []time.Duration, conc int) float64 {
 func (e *benchEnv) goalThroughput(ctx context.Context, n, conc int) (goalRun, error) {
 	jobs := make(chan int)
 	var (
+		run      goalRun
 		mu       sync.Mutex
 		elapsed  []time.Duration
 		ends     []time.Duration
@@ -905,8 +928,9 @@ func (e *benchEnv) goalThroughput(ctx context.Context, n, conc int) (goalRun, er
 	for range conc {
 		wg.Go(func() {
 			for range jobs {
-				took, err := e.runGoal(ctx)
+				took, turns, err := e.runGoal(ctx)
 				mu.Lock()
+				run.turns.add(turns)
 				if err != nil {
 					failed++
 					if firstErr == nil {
@@ -932,11 +956,12 @@ func (e *benchEnv) goalThroughput(ctx context.Context, n, conc int) (goalRun, er
 	if firstErr != nil {
 		fmt.Fprintf(os.Stderr, "bench: first goal that did not conclude: %v\n", firstErr)
 	}
+	run.failed = failed
 	if len(elapsed) == 0 && firstErr != nil {
-		return goalRun{failed: failed}, firstErr
+		return run, firstErr
 	}
-	return goalRun{perSec: float64(n-failed) / wall.Seconds(), sustained: sustainedRate(ends, conc),
-		lat: summarise(elapsed), failed: failed}, nil
+	run.perSec, run.sustained, run.lat = float64(n-failed)/wall.Seconds(), sustainedRate(ends, conc), summarise(elapsed)
+	return run, nil
 }
 
 // allocated is the bytes the process has allocated on the heap so far.

@@ -100,8 +100,8 @@ func timedRows(runs []timedRun, goals, conc int) []benchRow {
 			">= 500/s", verdict(g.load.perSec >= 500 && failedLoad == 0)},
 		{"one goal alone, submit to result, p50 / p99", s.solo.lat.String(),
 			runsNote("p50 ", solos, func(v float64) string { return fmtDur(time.Duration(v)) }) +
-				fmt.Sprintf("back to back; after %s idle each %s; func workers ~0 ms; 6 turns, 3 tasks; %d not concluded in all",
-					s.idlePause, s.afterIdle, failedAlone),
+				fmt.Sprintf("back to back; after %s idle each %s; func workers ~0 ms; %s turns, 3 tasks; %d not concluded in all",
+					s.idlePause, s.afterIdle, s.solo.turns, failedAlone),
 			"p50 <= 3 ms", verdict(s.solo.lat.p50 <= 3*time.Millisecond && failedAlone == 0)},
 	}
 }

@@ -43,7 +43,7 @@ func run(turnUS, rawUS int, perSec float64, soloMS int) timedRun {
 		raw: latencies{us(rawUS), us(2 * rawUS)}, floor: latencies{us(4 * rawUS), us(8 * rawUS)},
 		turn: latencies{us(turnUS), us(3 * turnUS)}, turnCPU: us(turnUS + 1), floorCPU: us(rawUS + 1),
 		load:      goalRun{perSec: perSec, sustained: perSec, lat: latencies{time.Second, 2 * time.Second}},
-		solo:      goalRun{perSec: 1, lat: latencies{time.Duration(soloMS) * time.Millisecond, time.Duration(2*soloMS) * time.Millisecond}},
+		solo:      goalRun{perSec: 1, lat: latencies{time.Duration(soloMS) * time.Millisecond, time.Duration(2*soloMS) * time.Millisecond}, turns: span{4, soloMS + 2}},
 		goalCPU:   time.Duration(perSec) * time.Microsecond,
 		afterIdle: latencies{5 * time.Millisecond, 9 * time.Millisecond}, idlePause: 20 * time.Millisecond,
 	}
@@ -72,7 +72,8 @@ func TestTimedRowsFromMedianRuns(t *testing.T) {
 		t.Errorf("goals row %+v", goals)
 	}
 	// Solo 4, 2, 3 ms: the third run's 3 ms, which meets "<= 3 ms".
-	if solo.value != "3.00 ms / 6.00 ms" || solo.verdict != "ok" || !strings.HasPrefix(solo.reference, "median of 3 runs (p50 4.00 ms, 2.00 ms, 3.00 ms); ") {
+	if solo.value != "3.00 ms / 6.00 ms" || solo.verdict != "ok" || !strings.HasPrefix(solo.reference, "median of 3 runs (p50 4.00 ms, 2.00 ms, 3.00 ms); ") ||
+		!strings.Contains(solo.reference, "; 4–5 turns, 3 tasks;") {
 		t.Errorf("solo row %+v", solo)
 	}
 
@@ -126,7 +127,7 @@ func TestTimeRunSmall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.turn.p50 <= 0 || r.raw.p50 <= 0 || r.load.perSec <= 0 || r.solo.lat.p50 <= 0 || r.afterIdle.p50 <= 0 || r.nIdle != 20 {
+		if r.turn.p50 <= 0 || r.raw.p50 <= 0 || r.load.perSec <= 0 || r.solo.lat.p50 <= 0 || r.afterIdle.p50 <= 0 || r.nIdle != 20 || r.solo.turns.lo <= 0 {
 			t.Fatalf("run %+v: a figure was not measured", r)
 		}
 		runs = append(runs, r)
@@ -135,5 +136,18 @@ func TestTimeRunSmall(t *testing.T) {
 		if !strings.HasPrefix(row.reference, "median of 2 runs (") || strings.HasPrefix(row.value, "0 ") {
 			t.Errorf("row %+v", row)
 		}
+	}
+}
+
+func TestSpan(t *testing.T) {
+	var s span
+	for _, n := range []int{4, 0, 3, 5, 4} { // 0: a goal that did not conclude
+		s.add(n)
+	}
+	if s != (span{3, 5}) || s.String() != "3–5" {
+		t.Errorf("span %+v %q, want 3–5", s, s)
+	}
+	if one := (span{4, 4}); one.String() != "4" {
+		t.Errorf("span of one count: %q", one)
 	}
 }

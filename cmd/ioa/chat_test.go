@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestChatJoinAnswersAsAPerson(t *testing.T) {
 		}
 		subj, _ := s.Bus.Subjects().History("alice", g.CommID)
 		var h protocol.HistoryReply
-		return s.Request(t, subj, protocol.HistoryRequest{}, &h) == nil && len(h.Messages) >= 2 && h.Messages[len(h.Messages)-1].NextSpeaker[0] == "alice"
+		return s.Request(t, subj, protocol.HistoryRequest{}, &h) == nil && len(h.Messages) >= 2 && slices.Equal(h.Messages[len(h.Messages)-1].NextSpeaker, []string{"alice"})
 	})
 
 	j := startJoin(t, s.URL, "alice")

@@ -544,7 +544,7 @@ func TestFollowGoalIndentsSubTeams(t *testing.T) {
 		"\n    ● team: coordinator, planner",
 		"\n          ⇢ task",
 		"\n      ✓ ",
-		"\n    ✔ sub-goal ", " concluded · 4 turns · ",
+		"\n    ✔ sub-goal ", " concluded · 2 turns · ",
 		"\n  ✓ t1 planner",
 		"\n✔ concluded",
 	)

@@ -27,7 +27,7 @@ type renderOptions struct {
 
 // Shape of the text output.
 const (
-	maxContentLines = 6
+	maxContentLines = 8 // a plan of six parts, with its "Plan:" and its first step
 	progressEvery   = 120 * time.Millisecond
 	describeTimeout = 2 * time.Second
 	maxEarlyGoals   = 256 // goals whose events came before their subgoal announcement
