@@ -43,7 +43,10 @@ and measures, each beside its reference from the same run:
                          and the turn's floor (no referee), the three timed
                          in 20 interleaved rounds so they share the host's
                          good and bad moments
-  goals per second       concurrent 4-agent goals (coordinator + 3 workers)
+  goals per second       concurrent 4-agent goals (coordinator + 3 workers),
+                         with the CPU, the allocation and the JetStream
+                         stores a goal took (the last two do not move with
+                         the host's load: compare builds by them)
   one goal alone         submit to result as the submitter times it, back to
                          back and after 20 ms idle each (a server at rest wakes
                          its threads first); its func workers take ~0, so this
@@ -962,6 +965,18 @@ func (e *benchEnv) goalThroughput(ctx context.Context, n, conc int) (goalRun, er
 	}
 	run.perSec, run.sustained, run.lat = float64(n-failed)/wall.Seconds(), sustainedRate(ends, conc), summarise(elapsed)
 	return run, nil
+}
+
+// storedEntries is how many entries the runtime's streams (its KV buckets
+// among them) have stored so far: the sum of their last sequences. Unlike
+// time, a goal's count of them does not move with the host.
+func (e *benchEnv) storedEntries(ctx context.Context) (uint64, error) {
+	var n uint64
+	streams := e.b.JetStream().ListStreams(ctx)
+	for info := range streams.Info() {
+		n += info.State.LastSeq
+	}
+	return n, streams.Err()
 }
 
 // allocated is the bytes the process has allocated on the heap so far.

@@ -24,6 +24,7 @@ type timedRun struct {
 	load, solo        goalRun
 	goalCPU           time.Duration // process CPU per goal of load
 	goalAlloc         float64       // bytes allocated per goal of load
+	goalStores        float64       // JetStream entries stored per goal of load (0: not counted)
 	afterIdle         latencies
 	failedIdle, nIdle int
 	idlePause         time.Duration
@@ -52,14 +53,18 @@ func (e *benchEnv) timeRun(ctx context.Context, turns, goals, conc int, progress
 	r.floorCPU, r.turnCPU = cpu[1], cpu[2]
 
 	fmt.Fprintf(progress, "bench: %d goals, %d at a time ...\n", goals, conc)
+	s0, errStores := e.storedEntries(ctx)
 	c0, a0 := processCPU(), allocated()
 	if r.load, err = e.goalThroughput(ctx, goals, conc); err != nil {
 		return r, err
 	}
 	r.goalCPU = (processCPU() - c0) / time.Duration(max(goals, 1))
-	// Allocation per goal moves far less with the machine's load than CPU
-	// or goals/s do: the figure to compare two builds by.
+	// Allocation and stores per goal do not move with the machine's load
+	// as CPU and goals/s do: the figures to compare two builds by.
 	r.goalAlloc = float64(allocated()-a0) / float64(max(goals, 1))
+	if s1, err := e.storedEntries(ctx); err == nil && errStores == nil {
+		r.goalStores = float64(s1-s0) / float64(max(goals, 1))
+	}
 
 	// The overhead of one goal is measured alone: under 50 goals at once it
 	// is mostly queueing (Little's law: 50 / goals per second).
@@ -95,8 +100,8 @@ func timedRows(runs []timedRun, goals, conc int) []benchRow {
 			"p50 <= 6x raw", fmt.Sprintf("%s (%.1fx)", verdict(t.ratio() <= 6), t.ratio())},
 		{fmt.Sprintf("goals per second (%d concurrent 4-agent goals)", conc), fmt.Sprintf("%.0f/s", g.load.perSec),
 			runsNote("", rates, func(v float64) string { return fmt.Sprintf("%.0f/s", v) }) +
-				fmt.Sprintf("%d goals a run, %d not concluded in all; %s; latency %s; CPU %s/goal, %s allocated/goal",
-					goals, failedLoad, sustainedNote(g.load.sustained, conc), g.load.lat, fmtDur(g.goalCPU), kb(g.goalAlloc)),
+				fmt.Sprintf("%d goals a run, %d not concluded in all; %s; latency %s; CPU %s/goal, %s allocated/goal%s",
+					goals, failedLoad, sustainedNote(g.load.sustained, conc), g.load.lat, fmtDur(g.goalCPU), kb(g.goalAlloc), storesNote(g.goalStores)),
 			">= 500/s", verdict(g.load.perSec >= 500 && failedLoad == 0)},
 		{"one goal alone, submit to result, p50 / p99", s.solo.lat.String(),
 			runsNote("p50 ", solos, func(v float64) string { return fmtDur(time.Duration(v)) }) +
@@ -104,6 +109,14 @@ func timedRows(runs []timedRun, goals, conc int) []benchRow {
 					s.idlePause, s.afterIdle, s.solo.turns, failedAlone),
 			"p50 <= 3 ms", verdict(s.solo.lat.p50 <= 3*time.Millisecond && failedAlone == 0)},
 	}
+}
+
+// storesNote is the JetStream stores a goal made, when they were counted.
+func storesNote(perGoal float64) string {
+	if perGoal <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %.1f JetStream stores/goal", perGoal)
 }
 
 // searchRun is one timing of registry searches at one index size.

@@ -42,10 +42,11 @@ func run(turnUS, rawUS int, perSec float64, soloMS int) timedRun {
 	return timedRun{
 		raw: latencies{us(rawUS), us(2 * rawUS)}, floor: latencies{us(4 * rawUS), us(8 * rawUS)},
 		turn: latencies{us(turnUS), us(3 * turnUS)}, turnCPU: us(turnUS + 1), floorCPU: us(rawUS + 1),
-		load:      goalRun{perSec: perSec, sustained: perSec, lat: latencies{time.Second, 2 * time.Second}},
-		solo:      goalRun{perSec: 1, lat: latencies{time.Duration(soloMS) * time.Millisecond, time.Duration(2*soloMS) * time.Millisecond}, turns: span{4, soloMS + 2}},
-		goalCPU:   time.Duration(perSec) * time.Microsecond,
-		afterIdle: latencies{5 * time.Millisecond, 9 * time.Millisecond}, idlePause: 20 * time.Millisecond,
+		load:       goalRun{perSec: perSec, sustained: perSec, lat: latencies{time.Second, 2 * time.Second}},
+		solo:       goalRun{perSec: 1, lat: latencies{time.Duration(soloMS) * time.Millisecond, time.Duration(2*soloMS) * time.Millisecond}, turns: span{4, soloMS + 2}},
+		goalCPU:    time.Duration(perSec) * time.Microsecond,
+		goalStores: perSec / 10,
+		afterIdle:  latencies{5 * time.Millisecond, 9 * time.Millisecond}, idlePause: 20 * time.Millisecond,
 	}
 }
 
@@ -68,7 +69,7 @@ func TestTimedRowsFromMedianRuns(t *testing.T) {
 	}
 	// Rates 480, 520, 610: the second run's 520/s.
 	if goals.value != "520/s" || goals.verdict != "ok" || !strings.HasPrefix(goals.reference, "median of 3 runs (480/s, 520/s, 610/s); ") ||
-		!strings.Contains(goals.reference, "CPU 520 µs/goal") {
+		!strings.Contains(goals.reference, "CPU 520 µs/goal") || !strings.HasSuffix(goals.reference, "allocated/goal, 52.0 JetStream stores/goal") {
 		t.Errorf("goals row %+v", goals)
 	}
 	// Solo 4, 2, 3 ms: the third run's 3 ms, which meets "<= 3 ms".
@@ -89,6 +90,12 @@ func TestTimedRowsFromMedianRuns(t *testing.T) {
 	runs[2].load.failed = 2
 	if r := timedRows(runs, 1000, 50)[1]; r.verdict != "MISSED" || r.value != "520/s" || !strings.Contains(r.reference, "1000 goals a run, 2 not concluded in all") {
 		t.Errorf("goals row with a failure in another run %+v", r)
+	}
+
+	// Stores that were not counted are not shown.
+	runs[1].goalStores = 0
+	if r := timedRows(runs, 1000, 50)[1]; strings.Contains(r.reference, "stores") {
+		t.Errorf("goals row without a count of stores: %q", r.reference)
 	}
 
 	// One run: the row is that run's, with no note.
@@ -127,7 +134,7 @@ func TestTimeRunSmall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.turn.p50 <= 0 || r.raw.p50 <= 0 || r.load.perSec <= 0 || r.solo.lat.p50 <= 0 || r.afterIdle.p50 <= 0 || r.nIdle != 20 || r.solo.turns.lo <= 0 {
+		if r.turn.p50 <= 0 || r.raw.p50 <= 0 || r.load.perSec <= 0 || r.solo.lat.p50 <= 0 || r.afterIdle.p50 <= 0 || r.nIdle != 20 || r.solo.turns.lo <= 0 || r.goalStores < 5 {
 			t.Fatalf("run %+v: a figure was not measured", r)
 		}
 		runs = append(runs, r)
