@@ -933,13 +933,13 @@ func (e *benchEnv) goalThroughput(ctx context.Context, n, conc int) (goalRun, er
 			for range jobs {
 				took, turns, err := e.runGoal(ctx)
 				mu.Lock()
-				run.turns.add(turns)
 				if err != nil {
 					failed++
 					if firstErr == nil {
 						firstErr = err
 					}
 				} else {
+					run.turns.add(turns)
 					elapsed = append(elapsed, took)
 					ends = append(ends, time.Since(start))
 				}
