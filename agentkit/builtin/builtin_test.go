@@ -37,11 +37,18 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "15% of 200", "15% of 200 = 30", ""},
 		{"calculator", "divide 1 / 0", "", "not a finite number"},
 		{"calculator", "no numbers here", "", "no arithmetic expression"},
+		// Every expression of the task is answered, each once; earlier
+		// results (after a blank line) are not this task's.
+		{"calculator", "Compute 2 + 2 and 3 * 3, then 2 + 2 again", "2 + 2 = 4; 3 * 3 = 9", ""},
+		{"calculator", "add 1 + 1\n\nResults so far:\n- Compute 19.5 * 4: 19.5 * 4 = 78", "1 + 1 = 2", ""},
+		{"calculator", "compute 2 + 2 and 1 / 0", "", "1 / 0: the result is not a finite number"},
 		{"units", "Convert 42 km to miles", "42 km = 26.10 miles", ""},
 		{"units", "convert 20 kg to pounds", "20 kg = 44.09 lb", ""},
 		{"units", "100 fahrenheit in celsius please", "100 °F = 37.78 °C", ""},
 		{"units", "5 kg to miles", "", "cannot convert"},
 		{"units", "nothing", "", "no conversion"},
+		{"units", "convert 5 km to miles and 20 kg to pounds", "5 km = 3.11 miles; 20 kg = 44.09 lb", ""},
+		{"units", "convert 5 km to miles and 5 kg to miles", "", "cannot convert kg (mass) to miles (length)"},
 		{"textstats", "Count the words in notes.txt", "notes.txt: 7 words, 3 sentences, 45 characters; most frequent: agents (2), teams (2), conclude (1)", ""},
 		{"textstats", "Count the words: one two three.", "the text: 3 words, 1 sentences, 15 characters; most frequent: three (1)", ""},
 		{"textstats", "Count the words in ../secret.txt", "", "read ../secret.txt"},

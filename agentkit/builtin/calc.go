@@ -12,21 +12,49 @@ import (
 	"github.com/ioa-nats/ioa/agentkit"
 )
 
-// exprRE finds the first arithmetic expression in a task: numbers joined by
+// exprRE finds an arithmetic expression in a task: numbers joined by
 // operators, with optional parentheses.
 var exprRE = regexp.MustCompile(`[(\-]*\d+(?:[.,]\d+)?%?(?:\s*[-+*/x×÷^]\s*[(\-]*\d+(?:[.,]\d+)?%?\)*)+|\d+(?:\.\d+)?\s*%\s*of\s*\d+(?:\.\d+)?`)
 
+// calculate evaluates every expression of the task's own text ("compute
+// 2 + 2 and 3 * 3" answers both: a task answered in part would pass for
+// done), and fails on the first it cannot evaluate.
 func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
-	text := t.TaskDesc + " " + t.TaskAbstract
-	expr := exprRE.FindString(text)
-	if expr == "" {
+	exprs := findAll(exprRE, t)
+	if len(exprs) == 0 {
 		return agentkit.Result{}, fmt.Errorf("no arithmetic expression found in %q", firstLine(t.TaskDesc))
 	}
-	v, err := evalExpr(expr)
-	if err != nil {
-		return agentkit.Result{}, fmt.Errorf("%s: %w", expr, err)
+	answers := make([]string, len(exprs))
+	for i, m := range exprs {
+		expr := strings.TrimSpace(m[0])
+		v, err := evalExpr(expr)
+		if err != nil {
+			return agentkit.Result{}, fmt.Errorf("%s: %w", expr, err)
+		}
+		answers[i] = fmt.Sprintf("%s = %s", expr, formatNumber(v))
 	}
-	return agentkit.Result{Conclusion: fmt.Sprintf("%s = %s", strings.TrimSpace(expr), formatNumber(v))}, nil
+	return agentkit.Result{Conclusion: strings.Join(answers, "; ")}, nil
+}
+
+// findAll returns re's distinct matches (with their groups) in the task's
+// own text: its description's first paragraph (later ones carry earlier
+// tasks' results, which are not this task's to redo), else its abstract.
+func findAll(re *regexp.Regexp, t agentkit.Task) [][]string {
+	for _, text := range []string{t.TaskDesc, t.TaskAbstract} {
+		text, _, _ = strings.Cut(text, "\n\n")
+		var out [][]string
+		seen := map[string]bool{}
+		for _, m := range re.FindAllStringSubmatch(text, -1) {
+			if key := strings.ToLower(strings.TrimSpace(m[0])); !seen[key] {
+				seen[key] = true
+				out = append(out, m)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	return nil
 }
 
 func formatNumber(v float64) string {

@@ -57,9 +57,12 @@ var units = func() map[string]unit {
 
 var convRE = regexp.MustCompile(`(?i)(-?\d+(?:\.\d+)?)\s*(°?[a-z/]+(?:\s+per\s+hour)?(?:\s+(?:celsius|fahrenheit))?)\s+(?:to|in|into)\s+(°?[a-z/]+(?:\s+per\s+hour)?)`)
 
+// convertUnits converts every "<number> <unit> to <unit>" of the task's own
+// text (all of them: a task answered in part would pass for done), and
+// fails on the first between kinds of unit that do not convert.
 func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
-	text := t.TaskDesc + " " + t.TaskAbstract
-	for _, m := range convRE.FindAllStringSubmatch(text, -1) {
+	var answers []string
+	for _, m := range findAll(convRE, t) {
 		from, ok1 := units[strings.ToLower(strings.TrimPrefix(m[2], "degrees "))]
 		to, ok2 := units[strings.ToLower(m[3])]
 		if !ok1 || !ok2 {
@@ -70,7 +73,10 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		}
 		v, _ := strconv.ParseFloat(m[1], 64)
 		out := to.frSI(from.toSI(v))
-		return agentkit.Result{Conclusion: fmt.Sprintf("%s %s = %s %s", m[1], from.name, strconv.FormatFloat(out, 'f', 2, 64), to.name)}, nil
+		answers = append(answers, fmt.Sprintf("%s %s = %s %s", m[1], from.name, strconv.FormatFloat(out, 'f', 2, 64), to.name))
 	}
-	return agentkit.Result{}, fmt.Errorf("no conversion like \"5 km to miles\" found in %q", firstLine(t.TaskDesc))
+	if len(answers) == 0 {
+		return agentkit.Result{}, fmt.Errorf("no conversion like \"5 km to miles\" found in %q", firstLine(t.TaskDesc))
+	}
+	return agentkit.Result{Conclusion: strings.Join(answers, "; ")}, nil
 }
