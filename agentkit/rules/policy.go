@@ -201,22 +201,19 @@ func (p *Policy) planMessage(ctx context.Context, t agentkit.Turn) protocol.Agen
 			NextSpeaker: []string{person},
 		}
 	}
-	c.Plan = plan
+	c.Plan = plan // the turn's own copy: the first step (a conclusion lists the undone parts) reads it
 	m := nextStep(c, items)
 	m.UpdatedPlan = plan
 	m.Content = "Plan:\n" + plan + "\n" + m.Content
 	return m
 }
 
-// firstPerson is the first member of the chat other than the speaker whose
+// firstPerson is the first member of the team other than the speaker whose
 // card says it is a person (type human), or "".
 func firstPerson(t agentkit.Turn) string {
-	for _, name := range t.Chat.Members {
-		if name == t.Self.Name {
-			continue
-		}
-		if i := slices.IndexFunc(t.Team, func(c protocol.AgentCard) bool { return c.Name == name }); i >= 0 && t.Team[i].Type == protocol.TypeHuman {
-			return name
+	for _, card := range t.Team {
+		if card.Type == protocol.TypeHuman && card.Name != t.Self.Name && t.Chat.IsMember(card.Name) {
+			return card.Name
 		}
 	}
 	return ""

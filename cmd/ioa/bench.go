@@ -923,7 +923,6 @@ func (e *benchEnv) goalThroughput(ctx context.Context, n, conc int) (goalRun, er
 		mu       sync.Mutex
 		elapsed  []time.Duration
 		ends     []time.Duration
-		failed   int
 		firstErr error
 		wg       sync.WaitGroup
 	)
@@ -934,7 +933,7 @@ func (e *benchEnv) goalThroughput(ctx context.Context, n, conc int) (goalRun, er
 				took, turns, err := e.runGoal(ctx)
 				mu.Lock()
 				if err != nil {
-					failed++
+					run.failed++
 					if firstErr == nil {
 						firstErr = err
 					}
@@ -959,11 +958,10 @@ func (e *benchEnv) goalThroughput(ctx context.Context, n, conc int) (goalRun, er
 	if firstErr != nil {
 		fmt.Fprintf(os.Stderr, "bench: first goal that did not conclude: %v\n", firstErr)
 	}
-	run.failed = failed
 	if len(elapsed) == 0 && firstErr != nil {
 		return run, firstErr
 	}
-	run.perSec, run.sustained, run.lat = float64(n-failed)/wall.Seconds(), sustainedRate(ends, conc), summarise(elapsed)
+	run.perSec, run.sustained, run.lat = float64(n-run.failed)/wall.Seconds(), sustainedRate(ends, conc), summarise(elapsed)
 	return run, nil
 }
 
