@@ -2,8 +2,12 @@
 // the same messages. It is the default of the ioa binary, so that a fresh
 // machine with no model key does the whole job.
 //
-// The launcher splits the goal into clauses (Split), finds a member for each
-// by the registry's ranking, assigns the independent clauses as one async
+// The launcher splits the goal into clauses (Split): at lines, bullets,
+// sentences, "; ", ", and", "then", and at a bare "and" only between two
+// requests that each start with a verb of a closed list ("convert 30 C to F
+// and compute 12 * 12", not "buy salt and pepper"), so that a goal of two
+// requests is not given whole to the agent that serves one of them and
+// reported done. It finds a member for each clause by the registry's ranking, assigns the independent clauses as one async
 // task assignment, pauses on them, assigns the dependent clauses ("then
 // ...", "... of it") one sync task at a time with the earlier results, and
 // concludes with one line per task. The plan (one line per clause and its

@@ -21,7 +21,7 @@ func ExampleSplit() {
 
 func FuzzSplit(f *testing.F) {
 	fuzzworker.Capture(f)
-	for _, s := range []string{"a; b", "1. x\n2. then y", "Do it. Then more!", ", and then ;;", "e.g. this"} {
+	for _, s := range []string{"a; b", "1. x\n2. then y", "Do it. Then more!", ", and then ;;", "e.g. this", "Convert 5 km and compute 2 and 3 and write it", "Read and write and", "add x and : and add y"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, goal string) {

@@ -29,13 +29,12 @@ var (
 		`|\s*;\s*(?:and\s+)?|,\s*and\s+`)
 	leadRE     = regexp.MustCompile(`(?i)^(?:(?:and\s+)?then|after\s+that,?|afterwards,?|finally,?|and)\s+`)
 	depStartRE = regexp.MustCompile(`(?i)^(?:then|after\s+that|afterwards|finally|using|with\s+the\s+results?|based\s+on)\b`)
-	backRefRE  = regexp.MustCompile(`(?i)\b(?:it|them|the\s+results?|those\s+results?|these\s+results?)\b`)
+	backRefRE  = regexp.MustCompile(`(?i)\b(?:it|its|them|their|the\s+results?|those\s+results?|these\s+results?)\b`)
 )
 
 // Split breaks a goal into clauses: lines, bullets and numbered items,
 // sentences, and within a sentence at "; ", ", and ", "then", "and then",
-// "after that". Splitting on a bare " and " is left out on purpose: "salt
-// and pepper" is one thing.
+// "after that", and at a bare " and " between two requests (splitAnd).
 func Split(goal string) []Clause {
 	var out []Clause
 	for _, line := range strings.Split(goal, "\n") {
@@ -82,8 +81,13 @@ func appendClauses(out []Clause, sent string) []Clause {
 		} else {
 			part = rest[:loc[0]]
 		}
-		if c, ok := clause(part, dependent); ok {
-			out = append(out, c)
+		for i, p := range splitAnd(part) {
+			if c, ok := clause(p, dependent); ok {
+				if i > 0 && consumerVerb(c.Text) {
+					c.Dependent = true
+				}
+				out = append(out, c)
+			}
 		}
 		if loc == nil {
 			return out
@@ -107,6 +111,72 @@ func clause(s string, dependent bool) (Clause, bool) {
 	}
 	return Clause{Text: s, Dependent: dependent}, true
 }
+
+// verbs are the words that start a request: a bare " and " splits a
+// clause only where one stands on both sides of it. The list is closed on
+// purpose; a rules policy must not guess ("buy salt and pepper" is one
+// request, "convert 30 C to F and compute 12 * 12" two).
+var verbs = map[string]bool{}
+
+// consumers are the verbs whose request, after "and", works on what the
+// request before it produced ("find the population and write a report").
+var consumers = map[string]bool{}
+
+func init() {
+	for _, v := range strings.Fields(`add analyse analyze approve ask book build buy calculate check choose
+		collect compare compute convert count create describe design divide download draft draw email estimate
+		evaluate explain extract fetch find format generate get give identify list look make measure multiply
+		outline pick plan plot prepare proofread rank read recommend research review rewrite schedule search
+		send show solve sort subtract suggest summarise summarize tell test translate upload verify write`) {
+		verbs[v] = true
+	}
+	for _, v := range strings.Fields(`approve check compare email explain format proofread rank review
+		rewrite send summarise summarize translate verify write`) {
+		consumers[v] = true
+	}
+}
+
+func firstWord(s string) string {
+	f, _, _ := strings.Cut(strings.TrimSpace(s), " ")
+	return strings.ToLower(f)
+}
+
+func lastWord(s string) string {
+	s = strings.TrimSpace(s)
+	return strings.ToLower(s[strings.LastIndexByte(s, ' ')+1:])
+}
+
+// splitAnd splits a clause at each bare " and " that joins two requests:
+// both sides start with a verb (and the left one does not end in one, as
+// "read and write files" does) and have two words or more. A clause with a
+// title ("Packing budget: convert ... and compute ...") stays whole: it is
+// one task whose steps a nested team shares (Steps).
+func splitAnd(s string) []string {
+	if strings.Contains(s, ": ") || !verbs[firstWord(s)] {
+		return []string{s}
+	}
+	var out []string
+	start := 0
+	for i := 0; ; {
+		j := strings.Index(s[i:], " and ")
+		if j < 0 {
+			break
+		}
+		left, right := s[start:i+j], s[i+j+len(" and "):]
+		i += j + len(" and ")
+		if len(strings.Fields(left)) < 2 || verbs[lastWord(left)] ||
+			!verbs[firstWord(right)] || len(strings.Fields(right)) < 2 {
+			continue
+		}
+		out = append(out, left)
+		start = i
+	}
+	return append(out, s[start:])
+}
+
+// consumerVerb reports whether a clause split off at " and " works on the
+// results before it.
+func consumerVerb(s string) bool { return consumers[firstWord(s)] }
 
 // Steps breaks a task into the steps a nested team would share: the text
 // after a "Title: " if there is one, split as Split does and, in addition,
