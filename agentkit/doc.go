@@ -7,7 +7,11 @@
 // launch requests, keeps one goroutine per chat that folds the chat's log into
 // a protocol.Chat replica in seq order, speaks through the agent's outbox when
 // the replica says it is the agent's turn, and runs assigned tasks under a
-// concurrency limit. Everything it does on the wire is in docs/protocol.md.
+// concurrency limit. A move the referee refuses because the chat moved on
+// while the policy decided (a conclusion carries the last seq it was decided
+// on, seen_seq, and a task result logged after it refuses it) is decided
+// again on the caught-up replica. Everything it does on the wire is in
+// docs/protocol.md.
 //
 // Worker adapters live in agentkit/worker; the deterministic rules policy in
 // agentkit/rules.

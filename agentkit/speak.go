@@ -29,6 +29,11 @@ func (l *chatLoop) speak(ctx context.Context) {
 	for attempt := 0; attempt <= l.a.rt.opts.policyRetries; attempt++ {
 		msg, err := l.ask(ctx, attempt, lastErr)
 		if err == nil {
+			if msg.Type == protocol.MsgConclusion {
+				// The referee refuses a conclusion that missed a task's
+				// result; the refusal makes this loop decide again.
+				msg.SeenSeq = seq
+			}
 			err = l.precheck(msg)
 		}
 		if err == nil {

@@ -32,6 +32,7 @@ type TaskState struct {
 	Progressed bool   `json:"progressed"`
 	Status     string `json:"status"` // running, completed, failed, cancelled
 	Result     string `json:"result,omitempty"`
+	EndedSeq   uint64 `json:"ended_seq,omitempty"` // the log entry of its result
 }
 
 // Done reports whether the task has ended.
@@ -276,6 +277,9 @@ func (c *Chat) applyTurn(m AgentMessage) error {
 		}
 		c.State, c.Speaker, c.Resume, c.Waiting = StatePause, "", m.Sender, slices.Clone(m.Triggers)
 	case MsgConclusion:
+		if err := c.checkSeen(m.SeenSeq); err != nil {
+			return err
+		}
 		c.conclude(GoalConcluded, "", m.Content)
 		c.Undone = slices.Clone(m.Undone)
 		if c.FinalTurn {
@@ -283,6 +287,24 @@ func (c *Chat) applyTurn(m AgentMessage) error {
 		}
 	}
 	c.Turn++
+	return nil
+}
+
+// checkSeen refuses a conclusion decided before a task's result was
+// logged: it would report that task as unfinished, or not at all, while the
+// chat holds its result. seen 0 (a sender that does not say) is not checked.
+func (c *Chat) checkSeen(seen uint64) error {
+	if seen == 0 {
+		return nil
+	}
+	if seen >= c.LastSeq+1 {
+		return Errorf(ErrInvalid, "seen_seq %d is not an entry of the log yet (its last is %d)", seen, c.LastSeq)
+	}
+	for _, t := range c.Tasks {
+		if t.EndedSeq > seen {
+			return Errorf(ErrConflict, "task %s ended (%s) at seq %d, after seq %d that this conclusion was decided on: decide again with its result", t.TaskID, t.Status, t.EndedSeq, seen)
+		}
+	}
 	return nil
 }
 
@@ -348,7 +370,7 @@ func (c *Chat) applyTaskReport(m AgentMessage) error {
 		default:
 			return Errorf(ErrInvalid, "task_status must be completed or failed, got %q", m.TaskStatus)
 		}
-		t.Status, t.Result = m.TaskStatus, m.TaskConclusion
+		t.Status, t.Result, t.EndedSeq = m.TaskStatus, m.TaskConclusion, m.Seq
 	}
 	c.maybeResume()
 	return nil

@@ -82,6 +82,9 @@ func fuzzMessage(c protocol.Chat, b [4]byte) protocol.AgentMessage {
 		}
 	case opConclusion:
 		m = conclude(who(c.Speaker), "answer")
+		if b[2]&0x80 != 0 { // decided on an earlier entry, or on one not logged yet
+			m.SeenSeq = max(c.LastSeq+1, uint64(b[2]&0x7f)) - uint64(b[2]&0x7f)
+		}
 	case opProgress, opResult:
 		id := fuzzTasks[b[2]%5]
 		ts, _ := c.Task(id)
@@ -158,6 +161,9 @@ func checkChat(t *testing.T, c protocol.Chat) {
 		if slices.ContainsFunc(c.Tasks[:i], func(o protocol.TaskState) bool { return o.TaskID == ts.TaskID }) {
 			t.Fatalf("task %s recorded twice", ts.TaskID)
 		}
+		if ended := ts.Status == protocol.TaskCompleted || ts.Status == protocol.TaskFailed; ended != (ts.EndedSeq > 0) || ts.EndedSeq > c.LastSeq {
+			t.Fatalf("task %s %s with ended_seq %d (last seq %d)", ts.TaskID, ts.Status, ts.EndedSeq, c.LastSeq)
+		}
 		switch ts.Status {
 		case protocol.TaskRunning, protocol.TaskCompleted, protocol.TaskFailed:
 		case protocol.TaskCancelled:
@@ -227,6 +233,15 @@ func checkStep(t *testing.T, before protocol.Chat, m protocol.AgentMessage, afte
 				t.Fatalf("pause accepted on trigger %q = %+v (known %v)", id, ts, ok)
 			}
 		}
+	case protocol.MsgConclusion:
+		for _, ts := range before.Tasks {
+			if m.SeenSeq > 0 && ts.EndedSeq > m.SeenSeq {
+				t.Fatalf("conclusion decided on seq %d accepted, but task %s ended at %d", m.SeenSeq, ts.TaskID, ts.EndedSeq)
+			}
+		}
+		if m.SeenSeq > before.LastSeq {
+			t.Fatalf("conclusion that saw seq %d accepted after %d", m.SeenSeq, before.LastSeq)
+		}
 	case protocol.MsgTaskProgress, protocol.MsgTaskResult:
 		ts, _ := before.Task(m.TaskID)
 		if m.Sender != ts.Assignee && m.Sender != sys {
@@ -283,6 +298,15 @@ func FuzzApply(f *testing.F) {
 		step(opPause, right, 1<<1|0x80, 0), // refused: repeated trigger
 		step(opPause, right, 1<<1, 0),
 		step(opEnd, 0, 1, 0),
+	))
+	// A conclusion decided before a result (refused), then after it.
+	f.Add(uint8(6), slices.Concat(
+		step(opAsyncAssign, right, 2|1<<2, 0|1<<2),
+		step(opProgress, right, 0, 0), step(opProgress, right, 1, 0),
+		step(opResult, right, 0, 0),
+		step(opConclusion, right, 0x82, 0), // refused: seen_seq before t1's result
+		step(opConclusion, right, 0x80, 0), // refused: seen_seq not logged yet
+		step(opConclusion, right, 0x81, 0),
 	))
 	// Impostors and outsiders.
 	f.Add(uint8(4), slices.Concat(

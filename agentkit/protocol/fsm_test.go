@@ -66,6 +66,13 @@ func conclude(from, text string) protocol.AgentMessage {
 	return protocol.AgentMessage{Type: protocol.MsgConclusion, Sender: from, Content: text}
 }
 
+// concludeSeen is a conclusion decided on the log up to seq seen.
+func concludeSeen(from, text string, seen uint64) protocol.AgentMessage {
+	m := conclude(from, text)
+	m.SeenSeq = seen
+	return m
+}
+
 func progress(from, id string) protocol.AgentMessage {
 	return protocol.AgentMessage{Type: protocol.MsgTaskProgress, Sender: from, TaskID: id, Content: "working"}
 }
@@ -562,6 +569,27 @@ func TestApplyConclusion(t *testing.T) {
 					t.Errorf("RunningTasks = %v after the conclusion", r)
 				}
 			}},
+		// Seqs: start 1, the assignment 2, the two progresses 3 and 4, t1's result 5.
+		{name: "a conclusion that saw every result", setup: chatLog(asyncRunning, msgs(result(bob, "t1", completed))),
+			msg:  concludeSeen(alice, "42", 5),
+			want: want{state: protocol.StateConclusion, turn: 2, tasks: map[string]string{"t1": completed, "t2": cancelled}},
+			check: func(t *testing.T, c protocol.Chat) {
+				if ts, _ := c.Task("t1"); ts.EndedSeq != 5 {
+					t.Errorf("t1 ended_seq = %d, want 5 (its result's seq)", ts.EndedSeq)
+				}
+				if ts, _ := c.Task("t2"); ts.EndedSeq != 0 {
+					t.Errorf("t2 ended_seq = %d, want 0 (cancelled, no result)", ts.EndedSeq)
+				}
+			}},
+		{name: "a conclusion decided before a result", setup: chatLog(asyncRunning, msgs(result(bob, "t1", completed))),
+			msg: concludeSeen(alice, "42", 4), err: protocol.ErrConflict},
+		{name: "a conclusion decided before the referee failed a task", setup: chatLog(asyncRunning, msgs(result(sys, "t1", failed))),
+			msg: concludeSeen(alice, "42", 4), err: protocol.ErrConflict},
+		{name: "a conclusion decided before a progress only", setup: chatLog(asyncRunning, msgs(progress(bob, "t1"))),
+			msg:  concludeSeen(alice, "42", 4),
+			want: want{state: protocol.StateConclusion, turn: 2}},
+		{name: "a conclusion that saw what is not logged yet", setup: chatLog(asyncRunning, msgs(result(bob, "t1", completed))),
+			msg: concludeSeen(alice, "42", 6), err: protocol.ErrInvalid},
 		{name: "conclusion out of turn", msg: conclude(bob, "x"), err: protocol.ErrNotYourTurn},
 		{name: "conclusion by a non-member", msg: conclude(mallory, "x"), err: protocol.ErrNotMember},
 		{name: "conclusion while paused", setup: inPause, msg: conclude(alice, "x"), err: protocol.ErrNotYourTurn},

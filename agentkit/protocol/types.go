@@ -541,6 +541,11 @@ type AgentMessage struct {
 	// Undone lists, in a conclusion, the parts of the goal the launcher
 	// gave to nobody because no registered agent can do them.
 	Undone []string `json:"undone,omitempty"`
+	// SeenSeq is, optionally, the last log entry the sender had applied
+	// when it decided on this message. A conclusion is refused (conflict)
+	// when a task ended after it: its sender concluded without that
+	// result, and decides again with it. Zero: not checked.
+	SeenSeq uint64 `json:"seen_seq,omitempty"`
 }
 
 // SendReply answers an outbox request.
