@@ -116,24 +116,23 @@ func clause(s string, dependent bool) (Clause, bool) {
 // clause only where one stands on both sides of it. The list is closed on
 // purpose; a rules policy must not guess ("buy salt and pepper" is one
 // request, "convert 30 C to F and compute 12 * 12" two).
-var verbs = map[string]bool{}
+var verbs = wordSet(`add analyse analyze approve ask book build buy calculate check choose
+	collect compare compute convert count create describe design divide download draft draw email estimate
+	evaluate explain extract fetch find format generate get give identify list look make measure multiply
+	outline pick plan plot prepare proofread rank read recommend research review rewrite schedule search
+	send show solve sort subtract suggest summarise summarize tell test translate upload verify write`)
 
 // consumers are the verbs whose request, after "and", works on what the
 // request before it produced ("find the population and write a report").
-var consumers = map[string]bool{}
+var consumers = wordSet(`approve check compare email explain format proofread rank review
+	rewrite send summarise summarize translate verify write`)
 
-func init() {
-	for _, v := range strings.Fields(`add analyse analyze approve ask book build buy calculate check choose
-		collect compare compute convert count create describe design divide download draft draw email estimate
-		evaluate explain extract fetch find format generate get give identify list look make measure multiply
-		outline pick plan plot prepare proofread rank read recommend research review rewrite schedule search
-		send show solve sort subtract suggest summarise summarize tell test translate upload verify write`) {
-		verbs[v] = true
+func wordSet(words string) map[string]bool {
+	set := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		set[w] = true
 	}
-	for _, v := range strings.Fields(`approve check compare email explain format proofread rank review
-		rewrite send summarise summarize translate verify write`) {
-		consumers[v] = true
-	}
+	return set
 }
 
 func firstWord(s string) string {
