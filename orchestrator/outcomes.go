@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -47,6 +48,15 @@ func (w *outcomeWriter) add(agent string, e registry.OutcomeEntry) {
 	case w.wake <- struct{}{}:
 	default:
 	}
+}
+
+// putBack queues again, ahead of what came since, entries whose write was
+// cut short by a stop: the last flush writes them.
+func (w *outcomeWriter) putBack(agent string, es []registry.OutcomeEntry) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending[agent] = append(es, w.pending[agent]...)
+	w.n += len(es)
 }
 
 // take returns the pending entries and how many were dropped since the last
@@ -101,10 +111,15 @@ func (s *Service) flushOutcomes(ctx context.Context) {
 	}
 	for agent, es := range pending {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := registry.RecordOutcomes(wctx, s.outcomes, agent, es...); err != nil {
+		err := registry.RecordOutcomes(wctx, s.outcomes, agent, es...)
+		cancel()
+		switch {
+		case err != nil && errors.Is(ctx.Err(), context.Canceled):
+			// Stopping: the last flush, on a context of its own, writes them.
+			s.outcomeQ.putBack(agent, es)
+		case err != nil:
 			s.log.Warn("record task outcomes", "agent", agent, "tasks", len(es), "err", err)
 		}
-		cancel()
 	}
 }
 
