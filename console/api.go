@@ -289,6 +289,10 @@ type SayRequest struct {
 	Type        string `json:"type"`         // discussion (default) or conclusion
 	Content     string `json:"content"`      // what the person says
 	NextSpeaker string `json:"next_speaker"` // discussion: who speaks next (default: the launcher)
+	// SeenSeq is, for a conclusion, the last chat entry the person saw (the
+	// page sends the last it shows): one that missed a task's result is
+	// refused with 409 conflict, so the person concludes again with it.
+	SeenSeq uint64 `json:"seen_seq,omitempty"`
 }
 
 // TaskResultRequest is the body of POST /api/goals/{id}/tasks/{task}/result.
@@ -353,6 +357,9 @@ func (s *Server) serveSay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := protocol.AgentMessage{Type: in.Type, Content: in.Content}
+	if in.Type == protocol.MsgConclusion {
+		m.SeenSeq = in.SeenSeq
+	}
 	if in.Type == protocol.MsgDiscussion {
 		next := in.NextSpeaker
 		if next == "" {

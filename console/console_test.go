@@ -417,6 +417,10 @@ func TestPersonAnswersTurnAndTask(t *testing.T) {
 	if code, out := e.call(t, "POST", "/api/goals/"+id+"/say", token, map[string]string{"content": "Go ahead.", "next_speaker": "nobody"}); code != 400 {
 		t.Errorf("say to a non-member: %d %v, want 400", code, out)
 	}
+	// A conclusion says the last entry the person saw; one past the log is refused.
+	if code, out := e.call(t, "POST", "/api/goals/"+id+"/say", token, map[string]any{"type": "conclusion", "content": "done", "seen_seq": 99}); code != 400 || !strings.Contains(fmt.Sprint(out), "seen_seq 99") {
+		t.Errorf("a conclusion that saw seq 99: %d %v, want 400 about seen_seq", code, out)
+	}
 	if code, out := e.call(t, "POST", "/api/goals/"+id+"/say", token, map[string]string{"content": "Go ahead; I will approve."}); code != 200 || out["seq"].(float64) < 2 {
 		t.Fatalf("alice says: %d %v", code, out)
 	}

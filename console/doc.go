@@ -51,7 +51,7 @@
 //	POST /goals {"goal","team","timeout"}          goal.submit → 202 {"goal_id","status"}
 //	GET  /goals/{id}                   goal.get
 //	POST /goals/{id}/cancel            goal.cancel
-//	POST /goals/{id}/say {"as","type","content","next_speaker"}       a person's turn move
+//	POST /goals/{id}/say {"as","type","content","next_speaker","seen_seq"} a person's turn move
 //	POST /goals/{id}/tasks/{task}/result {"status","conclusion"}      a person's task result
 //	GET  /goals/{id}/live              SSE: goal, result, message, chat (ChatState) events
 //	GET  /live                         SSE: goal events (accepted, team formed, ended) of every goal

@@ -313,7 +313,9 @@ func (j *chatJoiner) answer(ctx context.Context, line string) {
 		m = protocol.AgentMessage{Type: protocol.MsgDiscussion, NextSpeaker: []string{c.Launcher}}
 		switch {
 		case strings.HasPrefix(line, "/conclude "):
-			m = protocol.AgentMessage{Type: protocol.MsgConclusion}
+			// The last entry shown: a conclusion that missed a task's
+			// result is refused, and that result is on the screen.
+			m = protocol.AgentMessage{Type: protocol.MsgConclusion, SeenSeq: c.LastSeq}
 			line = strings.TrimPrefix(line, "/conclude ")
 		case strings.HasPrefix(line, "/to "):
 			to, rest, _ := strings.Cut(strings.TrimPrefix(line, "/to "), " ")

@@ -118,3 +118,38 @@ func TestChatJoinAnswersAsAPerson(t *testing.T) {
 		t.Errorf("goal: %s %+v", g.Status, g.Result)
 	}
 }
+
+// A person's /conclude ends the chat with what they typed, and says the
+// last entry they were shown (seen_seq), so that a conclusion that missed a
+// task's result would be refused rather than logged.
+func TestChatJoinConcludes(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{Orchestrator: orchestrator.Config{SpeakerTimeout: 2 * time.Minute, TaskTimeout: 2 * time.Minute}})
+	alice := agentkit.Agent{Card: protocol.AgentCard{Name: "alice", Type: protocol.TypeHuman,
+		Description: "A person who reviews and approves results.", Capabilities: []string{"approve the result"}}}
+	s.RunAgents(t, nil, append(testAgents(), alice)...)
+	var sub protocol.SubmitReply
+	if err := bus.Request(t.Context(), s.Bus.Conn(), s.Bus.Subjects().Goal(bus.GoalSubmit),
+		protocol.GoalRequest{Goal: "Multiply 6 x 7. Then approve the result.", Team: []string{"alice", "multiplier"}}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	j := startJoin(t, s.URL, "alice")
+	j.waitFor(t, "your turn, alice")
+	j.say(t, "/conclude Nothing to do after all.")
+	j.waitFor(t, "chat ended: concluded")
+	j.leave(t)
+
+	var g protocol.GoalStatus
+	if err := s.Request(t, s.Bus.Subjects().Goal(bus.GoalGet), protocol.GoalIDRequest{GoalID: sub.GoalID}, &g); err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := s.Bus.Subjects().History("alice", g.CommID)
+	var h protocol.HistoryReply
+	if err := s.Request(t, subj, protocol.HistoryRequest{}, &h); err != nil || len(h.Messages) == 0 {
+		t.Fatalf("history: %v %+v", err, h)
+	}
+	last := h.Messages[len(h.Messages)-1]
+	if last.Type != protocol.MsgConclusion || last.Sender != "alice" || last.Content != "Nothing to do after all." || last.SeenSeq != last.Seq-1 {
+		t.Errorf("the last entry: %s from %s %q, seen_seq %d at seq %d; want alice's conclusion, having seen the entry before it",
+			last.Type, last.Sender, last.Content, last.SeenSeq, last.Seq)
+	}
+}

@@ -255,7 +255,11 @@ function goalPage(view, id) {
         state.me.can_write ? el("form", { onsubmit: async (ev) => {
           ev.preventDefault();
           try {
-            await api("POST", `/api/goals/${gid}/say`, { as: who, type: type.value, content: content.value, next_speaker: type.value === "discussion" ? next.value : undefined });
+            // A conclusion says the last entry shown: the referee refuses one
+            // that missed a task's result, and the page shows that result.
+            const shown = msgs[gid] || [];
+            const seen = type.value === "conclusion" && shown.length ? shown[shown.length - 1].seq : undefined;
+            await api("POST", `/api/goals/${gid}/say`, { as: who, type: type.value, content: content.value, next_speaker: type.value === "discussion" ? next.value : undefined, seen_seq: seen });
           } catch (e) { flash("send: " + e.message); }
         } }, content, el("div", { class: "row" }, type, el("label", {}, "next "), next, el("button", { id: "say-send", type: "submit" }, "Send"))) :
           el("p", { class: "muted" }, "log in to answer")));
