@@ -112,11 +112,11 @@ func clause(s string, dependent bool) (Clause, bool) {
 	return Clause{Text: s, Dependent: dependent}, true
 }
 
-// verbs are the words that start a request: a bare " and " splits a
-// clause only where one stands on both sides of it. The list is closed on
-// purpose; a rules policy must not guess ("buy salt and pepper" is one
-// request, "convert 30 C to F and compute 12 * 12" two).
-var verbs = wordSet(`add analyse analyze approve ask book build buy calculate check choose
+// verbs are the words that start a request (a verb, or a question word): a
+// bare " and " splits a clause only where one stands on both sides of it.
+// The list is closed on purpose; a rules policy must not guess ("buy salt
+// and pepper" is one request, "convert 30 C to F and compute 12 * 12" two).
+var verbs = wordSet(`how what which who where when why add analyse analyze approve ask book build buy calculate check choose
 	collect compare compute convert count create describe design divide download draft draw email estimate
 	evaluate explain extract fetch find format generate get give identify list look make measure multiply
 	outline pick plan plot prepare proofread rank read recommend research review rewrite schedule search
