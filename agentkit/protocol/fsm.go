@@ -297,7 +297,7 @@ func (c *Chat) checkSeen(seen uint64) error {
 	if seen == 0 {
 		return nil
 	}
-	if seen >= c.LastSeq+1 {
+	if seen > c.LastSeq {
 		return Errorf(ErrInvalid, "seen_seq %d is not an entry of the log yet (its last is %d)", seen, c.LastSeq)
 	}
 	for _, t := range c.Tasks {

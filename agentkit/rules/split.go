@@ -83,7 +83,7 @@ func appendClauses(out []Clause, sent string) []Clause {
 		}
 		for i, p := range splitAnd(part) {
 			if c, ok := clause(p, dependent); ok {
-				if i > 0 && consumerVerb(c.Text) {
+				if i > 0 && consumers[firstWord(c.Text)] {
 					c.Dependent = true
 				}
 				out = append(out, c)
@@ -172,10 +172,6 @@ func splitAnd(s string) []string {
 	}
 	return append(out, s[start:])
 }
-
-// consumerVerb reports whether a clause split off at " and " works on the
-// results before it.
-func consumerVerb(s string) bool { return consumers[firstWord(s)] }
 
 // Steps breaks a task into the steps a nested team would share: the text
 // after a "Title: " if there is one, split as Split does and, in addition,

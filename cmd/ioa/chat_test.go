@@ -66,10 +66,10 @@ func (j *joined) leave(t *testing.T) {
 	}
 }
 
-// A person answers a turn and a task from the terminal; in between it
-// leaves and joins again, and finds its task waiting (the wait is in the
-// chat's log, not in the process).
-func TestChatJoinAnswersAsAPerson(t *testing.T) {
+// aliceGoal starts a runtime with alice, a person, beside the test agents,
+// and submits a goal whose team is alice and the multiplier.
+func aliceGoal(t *testing.T) (*stacktest.Stack, protocol.SubmitReply) {
+	t.Helper()
 	s := stacktest.Start(t, stacktest.Options{Orchestrator: orchestrator.Config{SpeakerTimeout: 2 * time.Minute, TaskTimeout: 2 * time.Minute}})
 	alice := agentkit.Agent{Card: protocol.AgentCard{Name: "alice", Type: protocol.TypeHuman,
 		Description: "A person who reviews and approves results.", Capabilities: []string{"approve the result"}}}
@@ -79,6 +79,14 @@ func TestChatJoinAnswersAsAPerson(t *testing.T) {
 		protocol.GoalRequest{Goal: "Multiply 6 x 7. Then approve the result.", Team: []string{"alice", "multiplier"}}, &sub); err != nil {
 		t.Fatal(err)
 	}
+	return s, sub
+}
+
+// A person answers a turn and a task from the terminal; in between it
+// leaves and joins again, and finds its task waiting (the wait is in the
+// chat's log, not in the process).
+func TestChatJoinAnswersAsAPerson(t *testing.T) {
+	s, sub := aliceGoal(t)
 	// Alice holds the turn before anyone follows her chats.
 	stacktest.WaitFor(t, "alice's turn", func() bool {
 		var g protocol.GoalStatus
@@ -123,15 +131,7 @@ func TestChatJoinAnswersAsAPerson(t *testing.T) {
 // last entry they were shown (seen_seq), so that a conclusion that missed a
 // task's result would be refused rather than logged.
 func TestChatJoinConcludes(t *testing.T) {
-	s := stacktest.Start(t, stacktest.Options{Orchestrator: orchestrator.Config{SpeakerTimeout: 2 * time.Minute, TaskTimeout: 2 * time.Minute}})
-	alice := agentkit.Agent{Card: protocol.AgentCard{Name: "alice", Type: protocol.TypeHuman,
-		Description: "A person who reviews and approves results.", Capabilities: []string{"approve the result"}}}
-	s.RunAgents(t, nil, append(testAgents(), alice)...)
-	var sub protocol.SubmitReply
-	if err := bus.Request(t.Context(), s.Bus.Conn(), s.Bus.Subjects().Goal(bus.GoalSubmit),
-		protocol.GoalRequest{Goal: "Multiply 6 x 7. Then approve the result.", Team: []string{"alice", "multiplier"}}, &sub); err != nil {
-		t.Fatal(err)
-	}
+	s, sub := aliceGoal(t)
 	j := startJoin(t, s.URL, "alice")
 	j.waitFor(t, "your turn, alice")
 	j.say(t, "/conclude Nothing to do after all.")
