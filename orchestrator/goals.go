@@ -499,19 +499,23 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	// span must be in its parent's trace by the time the parent's task, which
 	// waited on it, ends (a CI run exported the parent's task span first).
 	s.endGoalSpan(st)
-	// The record is the truth and now says ended: the submitter that waits,
-	// wherever its submission was taken, is answered before the rest (the
-	// live index, the event and the result stream each cost a round trip,
-	// and a restart finds the goal ended in its record).
-	if st.ReplyTo != "" {
-		_ = bus.RespondLater(s.nc, st.ReplyTo, res)
-	}
-	s.cfg.Metrics.GoalEnded(status, outcome, time.Since(st.CreatedAt))
+	// The end event goes out first, on the connection the answer takes, so
+	// the stream holds it before anything the answer causes: a sub-goal's
+	// end before its parent's task result, for a follower of the goal's
+	// tree. It costs no round trip (its acknowledgement is asynchronous).
 	kind := map[string]string{
 		protocol.GoalConcluded: protocol.EventConcluded, protocol.GoalFailed: protocol.EventFailed,
 		protocol.GoalCancelled: protocol.EventCancelled, protocol.GoalTimedOut: protocol.EventTimedOut,
 	}[status]
 	s.event(protocol.GoalEvent{GoalID: id, Kind: kind, CommID: st.CommID, Result: &res, Usage: &res.Usage, Outcome: res.Outcome})
+	// The record is the truth and now says ended: the submitter that waits,
+	// wherever its submission was taken, is answered before the rest (the
+	// live index and the result stream each cost a round trip, and a
+	// restart finds the goal ended in its record).
+	if st.ReplyTo != "" {
+		_ = bus.RespondLater(s.nc, st.ReplyTo, res)
+	}
+	s.cfg.Metrics.GoalEnded(status, outcome, time.Since(st.CreatedAt))
 	if subject, err := s.subj.GoalResult(id); err == nil {
 		if err := s.publishOnce(ctx, s.goalStream, subject, bus.Encode(res), "result."+id); err != nil {
 			s.log.Warn("publish goal result", "goal", id, "err", err)
