@@ -36,6 +36,15 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "compute 2^10", "2^10 = 1024", ""},
 		{"calculator", "15% of 200", "15% of 200 = 30", ""},
 		{"calculator", "divide 1 / 0", "", "not a finite number"},
+		// A comma before three digits groups thousands; before other
+		// digits it is a decimal comma; anything else is refused.
+		{"calculator", "Compute 1,234 + 5", "1,234 + 5 = 1239", ""},
+		{"calculator", "Compute 17% of 3,200", "17% of 3,200 = 544", ""},
+		{"calculator", "what is 1,000,000 / 8", "1,000,000 / 8 = 125000", ""},
+		{"calculator", "compute 1,234.5 * 2", "1,234.5 * 2 = 2469", ""},
+		{"calculator", "compute 2,5 * 2", "2,5 * 2 = 5", ""},
+		{"calculator", "compute 1.234,5 * 2", "", "cannot read the number \"1.234,5\""},
+		{"calculator", "compute 1,2,3 + 1", "", "cannot read the number"},
 		{"calculator", "no numbers here", "", "no arithmetic expression"},
 		// Every expression of the task is answered, each once; earlier
 		// results (after a blank line) are not this task's.
@@ -46,6 +55,9 @@ func TestWorkers(t *testing.T) {
 		{"units", "convert 20 kg to pounds", "20 kg = 44.09 lb", ""},
 		{"units", "100 fahrenheit in celsius please", "100 °F = 37.78 °C", ""},
 		{"units", "5 kg to miles", "", "cannot convert"},
+		{"units", "convert 2,500 meters to miles", "2,500 m = 1.55 miles", ""},
+		{"units", "convert -1,000 celsius to fahrenheit", "-1,000 °C = -1768.00 °F", ""},
+		{"units", "convert 1,5 kg to pounds", "1,5 kg = 3.31 lb", ""},
 		{"units", "nothing", "", "no conversion"},
 		{"units", "convert 5 km to miles and 20 kg to pounds", "5 km = 3.11 miles; 20 kg = 44.09 lb", ""},
 		{"units", "convert 5 km to miles and 5 kg to miles", "", "cannot convert kg (mass) to miles (length)"},
@@ -81,7 +93,7 @@ func TestWorkers(t *testing.T) {
 
 func FuzzCalculator(f *testing.F) {
 	fuzzworker.Capture(f)
-	for _, s := range []string{"1+2", "((((1))))", "2^2^2^2", "-(-(-3))", "1/0", "9999999999999999999*9"} {
+	for _, s := range []string{"1+2", "((((1))))", "2^2^2^2", "-(-(-3))", "1/0", "9999999999999999999*9", "1,234.5 + 2,5", "1,2,3.4,5 * 1"} {
 		f.Add(s)
 	}
 	w, _ := builtin.New("calculator", builtin.Options{})

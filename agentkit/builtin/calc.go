@@ -14,7 +14,7 @@ import (
 
 // exprRE finds an arithmetic expression in a task: numbers joined by
 // operators, with optional parentheses.
-var exprRE = regexp.MustCompile(`[(\-]*\d+(?:[.,]\d+)?%?(?:\s*[-+*/x×÷^]\s*[(\-]*\d+(?:[.,]\d+)?%?\)*)+|\d+(?:\.\d+)?\s*%\s*of\s*\d+(?:\.\d+)?`)
+var exprRE = regexp.MustCompile(`[(\-]*` + numPat + `%?(?:\s*[-+*/x×÷^]\s*[(\-]*` + numPat + `%?\)*)+|` + numPat + `\s*%\s*of\s*` + numPat)
 
 // calculate evaluates every expression of the task's own text ("compute
 // 2 + 2 and 3 * 3" answers both: a task answered in part would pass for
@@ -67,6 +67,10 @@ func formatNumber(v float64) string {
 // evalExpr evaluates + - * / ^ with parentheses by recursive descent; "x"
 // and "×" multiply, "÷" divides, "a% of b" takes a percentage.
 func evalExpr(s string) (float64, error) {
+	s, err := plainNumbers(s)
+	if err != nil {
+		return 0, err
+	}
 	if a, b, ok := strings.Cut(s, "% of"); ok {
 		x, err1 := strconv.ParseFloat(strings.TrimSpace(a), 64)
 		y, err2 := strconv.ParseFloat(strings.TrimSpace(b), 64)
@@ -75,7 +79,7 @@ func evalExpr(s string) (float64, error) {
 		}
 		return x / 100 * y, nil
 	}
-	r := strings.NewReplacer("x", "*", "×", "*", "÷", "/", ",", ".")
+	r := strings.NewReplacer("x", "*", "×", "*", "÷", "/")
 	p := &parser{s: strings.ReplaceAll(r.Replace(s), " ", "")}
 	v, err := p.sum()
 	if err == nil && p.i < len(p.s) {

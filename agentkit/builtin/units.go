@@ -55,7 +55,7 @@ var units = func() map[string]unit {
 	return m
 }()
 
-var convRE = regexp.MustCompile(`(?i)(-?\d+(?:\.\d+)?)\s*(°?[a-z/]+(?:\s+per\s+hour)?(?:\s+(?:celsius|fahrenheit))?)\s+(?:to|in|into)\s+(°?[a-z/]+(?:\s+per\s+hour)?)`)
+var convRE = regexp.MustCompile(`(?i)(-?` + numPat + `)\s*(°?[a-z/]+(?:\s+per\s+hour)?(?:\s+(?:celsius|fahrenheit))?)\s+(?:to|in|into)\s+(°?[a-z/]+(?:\s+per\s+hour)?)`)
 
 // convertUnits converts every "<number> <unit> to <unit>" of the task's own
 // text (all of them: a task answered in part would pass for done), and
@@ -71,7 +71,13 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		if from.kind != to.kind {
 			return agentkit.Result{}, fmt.Errorf("cannot convert %s (%s) to %s (%s)", from.name, from.kind, to.name, to.kind)
 		}
-		v, _ := strconv.ParseFloat(m[1], 64)
+		v, err := parseNumber(strings.TrimPrefix(m[1], "-"))
+		if err != nil {
+			return agentkit.Result{}, err
+		}
+		if strings.HasPrefix(m[1], "-") {
+			v = -v
+		}
 		out := to.frSI(from.toSI(v))
 		answers = append(answers, fmt.Sprintf("%s %s = %s %s", m[1], from.name, strconv.FormatFloat(out, 'f', 2, 64), to.name))
 	}
