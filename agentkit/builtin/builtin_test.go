@@ -45,6 +45,16 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "compute 2,5 * 2", "2,5 * 2 = 5", ""},
 		{"calculator", "compute 1.234,5 * 2", "", "cannot read the number \"1.234,5\""},
 		{"calculator", "compute 1,2,3 + 1", "", "cannot read the number"},
+		// Arithmetic in words is computed as the expression it means.
+		{"calculator", "Divide 100 by 8", "100 / 8 = 12.5", ""},
+		{"calculator", "Add 12 and 30", "12 + 30 = 42", ""},
+		{"calculator", "subtract 7 from 50", "50 - 7 = 43", ""},
+		{"calculator", "multiply 6 by 7, then 3 times 4", "6 * 7 = 42; 3 * 4 = 12", ""},
+		{"calculator", "What is 9 minus -3 and 2 plus 2?", "9 - -3 = 12; 2 + 2 = 4", ""},
+		{"calculator", "What is the square root of 144?", "√144 = 12", ""},
+		{"calculator", "compute sqrt(2,25) + 1", "√2,25 + 1 = 2.5", ""},
+		{"calculator", "what is 12 squared and 2 to the power of 10", "12^2 = 144; 2^10 = 1024", ""},
+		{"calculator", "the square root of -4", "", "no real square root of -4"},
 		{"calculator", "no numbers here", "", "no arithmetic expression"},
 		// Every expression of the task is answered, each once; earlier
 		// results (after a blank line) are not this task's.
@@ -93,7 +103,7 @@ func TestWorkers(t *testing.T) {
 
 func FuzzCalculator(f *testing.F) {
 	fuzzworker.Capture(f)
-	for _, s := range []string{"1+2", "((((1))))", "2^2^2^2", "-(-(-3))", "1/0", "9999999999999999999*9", "1,234.5 + 2,5", "1,2,3.4,5 * 1"} {
+	for _, s := range []string{"1+2", "((((1))))", "2^2^2^2", "-(-(-3))", "1/0", "9999999999999999999*9", "1,234.5 + 2,5", "1,2,3.4,5 * 1", "√√(√16)", "square root of 2 squared", "divide 1 by 0"} {
 		f.Add(s)
 	}
 	w, _ := builtin.New("calculator", builtin.Options{})

@@ -13,16 +13,62 @@ import (
 )
 
 // exprRE finds an arithmetic expression in a task: numbers joined by
-// operators, with optional parentheses.
-var exprRE = regexp.MustCompile(`[(\-]*` + numPat + `%?(?:\s*[-+*/x×÷^]\s*[(\-]*` + numPat + `%?\)*)+|` + numPat + `\s*%\s*of\s*` + numPat)
+// operators, with optional parentheses, or a square root alone ("√144",
+// which wordOps writes for "the square root of 144").
+var exprRE = regexp.MustCompile(operand + `(?:\s*[-+*/x×÷^]\s*` + operand + `)+|` +
+	numPat + `\s*%\s*of\s*` + numPat + `|` + `√\(?-?` + numPat + `\)?`)
+
+// operand is a number with its signs, roots, parentheses and percent sign.
+const operand = `[(\-√]*` + numPat + `%?\)*`
+
+// wordOps write arithmetic said in words as the expression it means, so
+// that "divide 100 by 8" is computed rather than reported as having no
+// expression. Each is applied to the whole text, in this order.
+var wordOps = func() []wordOp {
+	n := `(-?` + numPat + `)`
+	var ops []wordOp
+	for _, o := range [][2]string{
+		{`square\s+root\s+of\s+` + n, "√$1"},
+		{`sqrt\s*\(\s*` + n + `\s*\)`, "√$1"},
+		{`sqrt\s+` + n, "√$1"},
+		{n + `\s+squared\b`, "$1^2"},
+		{n + `\s+cubed\b`, "$1^3"},
+		{n + `\s+(?:raised\s+)?to\s+the\s+power\s+of\s+` + n, "$1^$2"},
+		{`(?:add|sum\s+of|the\s+sum\s+of)\s+` + n + `\s+(?:and|to|plus)\s+` + n, "$1 + $2"},
+		{`subtract\s+` + n + `\s+from\s+` + n, "$2 - $1"},
+		{`(?:multiply|product\s+of)\s+` + n + `\s+(?:by|and|times|with)\s+` + n, "$1 * $2"},
+		{`divide\s+` + n + `\s+by\s+` + n, "$1 / $2"},
+		{n + `\s+divided\s+by\s+` + n, "$1 / $2"},
+		{n + `\s+(?:multiplied\s+by|times)\s+` + n, "$1 * $2"},
+		{n + `\s+plus\s+` + n, "$1 + $2"},
+		{n + `\s+minus\s+` + n, "$1 - $2"},
+	} {
+		ops = append(ops, wordOp{regexp.MustCompile(`(?i)\b` + o[0]), o[1]})
+	}
+	return ops
+}()
+
+type wordOp struct {
+	re   *regexp.Regexp
+	repl string
+}
+
+func symbols(text string) string {
+	for _, o := range wordOps {
+		text = o.re.ReplaceAllString(text, o.repl)
+	}
+	return text
+}
 
 // calculate evaluates every expression of the task's own text ("compute
 // 2 + 2 and 3 * 3" answers both: a task answered in part would pass for
 // done), and fails on the first it cannot evaluate.
 func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
+	desc := t.TaskDesc
+	t.TaskDesc, t.TaskAbstract = symbols(t.TaskDesc), symbols(t.TaskAbstract)
 	exprs := findAll(exprRE, t)
 	if len(exprs) == 0 {
-		return agentkit.Result{}, fmt.Errorf("no arithmetic expression found in %q", firstLine(t.TaskDesc))
+		return agentkit.Result{}, fmt.Errorf("no arithmetic expression found in %q", firstLine(desc))
 	}
 	answers := make([]string, len(exprs))
 	for i, m := range exprs {
@@ -64,8 +110,8 @@ func formatNumber(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-// evalExpr evaluates + - * / ^ with parentheses by recursive descent; "x"
-// and "×" multiply, "÷" divides, "a% of b" takes a percentage.
+// evalExpr evaluates + - * / ^ and √ with parentheses by recursive
+// descent; "x" and "×" multiply, "÷" divides, "a% of b" takes a percentage.
 func evalExpr(s string) (float64, error) {
 	s, err := plainNumbers(s)
 	if err != nil {
@@ -146,6 +192,18 @@ func (p *parser) power() (float64, error) {
 }
 
 func (p *parser) unary() (float64, error) {
+	if strings.HasPrefix(p.s[p.i:], "√") {
+		if p.depth++; p.depth > 50 {
+			return 0, errors.New("too deeply nested")
+		}
+		p.i += len("√")
+		v, err := p.unary()
+		p.depth--
+		if err == nil && v < 0 {
+			err = fmt.Errorf("no real square root of %s", formatNumber(v))
+		}
+		return math.Sqrt(v), err
+	}
 	if p.peek() == '-' {
 		p.i++
 		v, err := p.unary()
