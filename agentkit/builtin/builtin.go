@@ -41,5 +41,9 @@ func New(name string, o Options) (agentkit.Worker, error) {
 	return mk(o), nil
 }
 
+// ReadsFiles reports whether the built-in worker called name reads files
+// from its sandbox folder (Options.Sandbox).
+func ReadsFiles(name string) bool { return name == "textstats" || name == "files" }
+
 // Has reports whether name is a built-in worker.
 func Has(name string) bool { return slices.Contains(Names(), name) }

@@ -75,7 +75,7 @@ func TestWorkers(t *testing.T) {
 		{"textstats", "Count the words: one two three.", "the text: 3 words, 1 sentences, 15 characters; most frequent: three (1)", ""},
 		{"textstats", "Count the words in ../secret.txt", "", "read ../secret.txt"},
 		{"files", "Read notes.txt", "notes.txt:\nAgents team up. Agents conclude! Teams teams.", ""},
-		{"files", "Read missing.txt", "", "read missing.txt"},
+		{"files", "Read missing.txt", "", "read missing.txt: there is no such file in the sandbox folder " + box},
 		{"report", "Write the report", "", "no earlier results"},
 	} {
 		got, err := run(t, tc.worker, tc.desc, o)

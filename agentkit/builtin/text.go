@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -35,6 +36,9 @@ func sandboxFile(sandbox, text string) (string, []byte, error) {
 	}
 	defer root.Close()
 	f, err := root.Open(filepath.Clean(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return name, nil, fmt.Errorf("read %s: there is no such file in the sandbox folder %s", name, sandbox)
+	}
 	if err != nil {
 		return name, nil, fmt.Errorf("read %s: %w", name, err)
 	}

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/ioa-nats/ioa/agentkit/builtin"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/configs"
@@ -62,6 +65,7 @@ the token. If the default address is taken, serve goes on without HTTP.`,
 	configs.AddFlags(cmd.Flags())
 	cmd.Flags().Bool("insecure", false, "accept connections without credentials (development only) [$IOA_INSECURE]")
 	cmd.Flags().String("http", defaultHTTP, "serve HTTP on this host:port: the web console at / and the A2A front door (agent cards, goals as A2A tasks); \"\" or none: no HTTP [$IOA_HTTP_LISTEN]")
+	cmd.Flags().String("sandbox", "", "folder the built-in file and text workers read, for agents without worker.dir (default <data-dir>/sandbox, created empty)")
 	cmd.Flags().Bool("check", false, "do not serve: ask the running server (--nats-url, or --listen) whether it is ready; exit 0 ready, 1 not")
 	cmd.Flags().Duration("wait", 0, "with --check: keep asking until ready or this much time has passed")
 	return cmd
@@ -146,7 +150,11 @@ func busConfig(c *configs.Config) bus.Config {
 func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	log := newLogger(cfg)
 	start := time.Now()
-	st, err := startStack(ctx, cfg, stackOptions{services: true, http: true}, log)
+	sandbox, err := serveSandbox(cmd, cfg)
+	if err != nil {
+		return err
+	}
+	st, err := startStack(ctx, cfg, stackOptions{services: true, http: true, sandbox: sandbox}, log)
 	if err != nil {
 		return err
 	}
@@ -173,6 +181,9 @@ func serve(ctx context.Context, cmd *cobra.Command, cfg *configs.Config) error {
 	}
 	fmt.Fprintf(out, "registry: %s   orchestrator: %s (coordinator %q, %s policy)   agents: %d configured\n",
 		onOff(st.reg != nil), onOff(st.orch != nil), cfg.Orchestrator.Coordinator, cfg.CoordinatorPolicy(), len(cfg.Agents))
+	if sandbox != "" {
+		fmt.Fprintf(out, "sandbox:        the built-in file and text agents read files from %s\n", absPath(sandbox))
+	}
 	p := b.Subjects().Prefix()
 	if f := st.http; f != nil {
 		printConsole(out, f)
@@ -232,4 +243,28 @@ func absPath(p string) string {
 		return a
 	}
 	return p
+}
+
+// serveSandbox is the folder the built-in file and text workers of agents
+// without a worker.dir read from: --sandbox, else <data_dir>/sandbox,
+// created when missing. Never the working directory: a goal's submitter
+// would read whatever files are there. "" when no agent needs one.
+func serveSandbox(cmd *cobra.Command, cfg *configs.Config) (string, error) {
+	need := slices.ContainsFunc(cfg.Agents, func(a configs.Agent) bool {
+		return a.Worker.Kind == "builtin" && a.Worker.Dir == "" && builtin.ReadsFiles(a.Worker.Builtin)
+	})
+	if !need {
+		return "", nil
+	}
+	dir, _ := cmd.Flags().GetString("sandbox")
+	if dir == "" {
+		dir = filepath.Join(cfg.Bus.DataDir, "sandbox")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", fmt.Errorf("sandbox for the built-in file agents: %w", err)
+		}
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("--sandbox %s: not a folder", dir)
+	}
+	return dir, nil
 }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/configs"
+)
+
+// TestServeSandbox: ioa serve with the demo team gives its file agents a
+// folder in the data dir (they had none, and every file goal failed with
+// "no sandbox folder is configured"), and a goal reads a file put there.
+func TestServeSandbox(t *testing.T) {
+	cfg, err := configs.LoadOver(nil, configs.DemoYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Bus.DataDir, cfg.Bus.Listen = t.TempDir(), bus.NoListen
+	cmd := newServeCmd()
+	box, err := serveSandbox(cmd, cfg)
+	if want := filepath.Join(cfg.Bus.DataDir, "sandbox"); err != nil || box != want {
+		t.Fatalf("sandbox = %q, %v; want %q", box, err, want)
+	}
+	if err := os.WriteFile(filepath.Join(box, "notes.txt"), []byte("Agents team up. They conclude."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := startStack(t.Context(), cfg, stackOptions{services: true, sandbox: box}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.shutdown()
+	waitGoalService(t, st)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var res protocol.GoalResult
+	err = bus.Request(ctx, st.bus.Conn(), st.bus.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: "Count the words in notes.txt", Wait: true}, &res)
+	if err != nil || res.Outcome != protocol.OutcomeSucceeded || !strings.Contains(res.Conclusion, "notes.txt: 5 words, 2 sentences") {
+		t.Fatalf("goal = %+v, %v; want succeeded with notes.txt's 5 words", res, err)
+	}
+
+	// --sandbox names another folder, which must exist.
+	if err := cmd.Flags().Set("sandbox", filepath.Join(box, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := serveSandbox(cmd, cfg); err == nil || !strings.Contains(err.Error(), "not a folder") {
+		t.Errorf("--sandbox on a file: err = %v, want not a folder", err)
+	}
+	// A team without file agents needs none.
+	cfg.Agents = cfg.Agents[:1]
+	if box, err := serveSandbox(newServeCmd(), cfg); err != nil || box != "" {
+		t.Errorf("calculator only: sandbox = %q, %v; want none", box, err)
+	}
+}
