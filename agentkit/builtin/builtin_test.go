@@ -55,6 +55,9 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "compute sqrt(2,25) + 1", "√2,25 + 1 = 2.5", ""},
 		{"calculator", "what is 12 squared and 2 to the power of 10", "12^2 = 144; 2^10 = 1024", ""},
 		{"calculator", "the square root of -4", "", "no real square root of -4"},
+		{"calculator", "Compute 10% of 50% of 200", "10% of 50% of 200 = 10", ""},
+		{"calculator", "what is 15% of 200 + 3", "15% of 200 + 3 = 33", ""},
+		{"calculator", "add 2 + 10% of 50", "2 + 10% of 50 = 7", ""},
 		{"calculator", "no numbers here", "", "no arithmetic expression"},
 		// Every expression of the task is answered, each once; earlier
 		// results (after a blank line) are not this task's.
@@ -66,8 +69,11 @@ func TestWorkers(t *testing.T) {
 		{"units", "100 fahrenheit in celsius please", "100 °F = 37.78 °C", ""},
 		{"units", "5 kg to miles", "", "cannot convert"},
 		{"units", "convert 2,500 meters to miles", "2,500 m = 1.55 miles", ""},
-		{"units", "convert -1,000 celsius to fahrenheit", "-1,000 °C = -1768.00 °F", ""},
+		{"units", "convert -1,500 meters to km", "-1,500 m = -1.50 km", ""},
 		{"units", "convert 1,5 kg to pounds", "1,5 kg = 3.31 lb", ""},
+		{"units", "Convert 0 kelvin to celsius", "0 K = -273.15 °C", ""},
+		{"units", "convert 100 celsius to kelvin", "100 °C = 373.15 K", ""},
+		{"units", "convert -300 celsius to fahrenheit", "", "-300 °C is below absolute zero"},
 		{"units", "nothing", "", "no conversion"},
 		{"units", "convert 5 km to miles and 20 kg to pounds", "5 km = 3.11 miles; 20 kg = 44.09 lb", ""},
 		{"units", "convert 5 km to miles and 5 kg to miles", "", "cannot convert kg (mass) to miles (length)"},

@@ -16,10 +16,18 @@ import (
 // operators, with optional parentheses, or a square root alone ("√144",
 // which wordOps writes for "the square root of 144").
 var exprRE = regexp.MustCompile(operand + `(?:\s*[-+*/x×÷^]\s*` + operand + `)+|` +
-	numPat + `\s*%\s*of\s*` + numPat + `|` + `√\(?-?` + numPat + `\)?`)
+	`[(\-]*` + numPat + percentOf + `+%?\)*|` + `√\(?-?` + numPat + `\)?`)
 
-// operand is a number with its signs, roots, parentheses and percent sign.
-const operand = `[(\-√]*` + numPat + `%?\)*`
+// operand is a number with its signs, roots, parentheses and percent sign,
+// or a chain of percentages of it ("10% of 50% of 200").
+const operand = `[(\-√]*` + numPat + percentOf + `*%?\)*`
+
+// percentOf continues a percentage with what it is taken of.
+const percentOf = `(?:%\s*of\s*[(\-√]*` + numPat + `)`
+
+// percentOfRE is "% of" in an expression: a percentage multiplies what
+// follows ("10% of 50% of 200" is 0.1 * 0.5 * 200).
+var percentOfRE = regexp.MustCompile(`%\s*of`)
 
 // wordOps write arithmetic said in words as the expression it means, so
 // that "divide 100 by 8" is computed rather than reported as having no
@@ -111,20 +119,14 @@ func formatNumber(v float64) string {
 }
 
 // evalExpr evaluates + - * / ^ and √ with parentheses by recursive
-// descent; "x" and "×" multiply, "÷" divides, "a% of b" takes a percentage.
+// descent; "x" and "×" multiply, "÷" divides, "a%" is a/100 and "a% of b"
+// takes a percentage.
 func evalExpr(s string) (float64, error) {
 	s, err := plainNumbers(s)
 	if err != nil {
 		return 0, err
 	}
-	if a, b, ok := strings.Cut(s, "% of"); ok {
-		x, err1 := strconv.ParseFloat(strings.TrimSpace(a), 64)
-		y, err2 := strconv.ParseFloat(strings.TrimSpace(b), 64)
-		if err1 != nil || err2 != nil {
-			return 0, errors.New("bad percentage")
-		}
-		return x / 100 * y, nil
-	}
+	s = percentOfRE.ReplaceAllString(s, "%*")
 	r := strings.NewReplacer("x", "*", "×", "*", "÷", "/")
 	p := &parser{s: strings.ReplaceAll(r.Replace(s), " ", "")}
 	v, err := p.sum()

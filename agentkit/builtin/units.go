@@ -45,6 +45,7 @@ var units = func() map[string]unit {
 	list = append(list,
 		unit{"°C", "temperature", func(v float64) float64 { return v }, func(v float64) float64 { return v }, []string{"°C", "c", "celsius", "degrees celsius"}},
 		unit{"°F", "temperature", func(v float64) float64 { return (v - 32) * 5 / 9 }, func(v float64) float64 { return v*9/5 + 32 }, []string{"°F", "f", "fahrenheit", "degrees fahrenheit"}},
+		unit{"K", "temperature", func(v float64) float64 { return v - 273.15 }, func(v float64) float64 { return v + 273.15 }, []string{"kelvin", "kelvins", "degrees kelvin"}},
 	)
 	m := map[string]unit{}
 	for _, u := range list {
@@ -55,7 +56,7 @@ var units = func() map[string]unit {
 	return m
 }()
 
-var convRE = regexp.MustCompile(`(?i)(-?` + numPat + `)\s*(°?[a-z/]+(?:\s+per\s+hour)?(?:\s+(?:celsius|fahrenheit))?)\s+(?:to|in|into)\s+(°?[a-z/]+(?:\s+per\s+hour)?)`)
+var convRE = regexp.MustCompile(`(?i)(-?` + numPat + `)\s*(°?[a-z/]+(?:\s+per\s+hour)?(?:\s+(?:celsius|fahrenheit|kelvin))?)\s+(?:to|in|into)\s+(°?[a-z/]+(?:\s+per\s+hour)?)`)
 
 // convertUnits converts every "<number> <unit> to <unit>" of the task's own
 // text (all of them: a task answered in part would pass for done), and
@@ -78,7 +79,11 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		if strings.HasPrefix(m[1], "-") {
 			v = -v
 		}
-		out := to.frSI(from.toSI(v))
+		si := from.toSI(v)
+		if from.kind == "temperature" && si < -273.15 {
+			return agentkit.Result{}, fmt.Errorf("%s %s is below absolute zero", m[1], from.name)
+		}
+		out := to.frSI(si)
 		answers = append(answers, fmt.Sprintf("%s %s = %s %s", m[1], from.name, strconv.FormatFloat(out, 'f', 2, 64), to.name))
 	}
 	if len(answers) == 0 {
