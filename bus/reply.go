@@ -188,6 +188,9 @@ func RequestHeader(ctx context.Context, nc *nats.Conn, subject string, h nats.He
 		if err == nats.ErrNoResponders {
 			return noResponders{protocol.Errorf(protocol.ErrUnavailable, "no service answers on %s (is ioa serve running?)", subject)}
 		}
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return fmt.Errorf("request %s: %w: the request is %d bytes, the server takes at most %d in a message", subject, err, len(data), nc.MaxPayload())
+		}
 		return fmt.Errorf("request %s: %w", subject, err)
 	}
 	if err := ReplyError(m); err != nil {

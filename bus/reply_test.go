@@ -3,7 +3,9 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,5 +125,17 @@ func TestRequestAgainResendsALostRequest(t *testing.T) {
 	defer cancel()
 	if err := bus.RequestAgain(sctx, nc, "test.silent", 100*time.Millisecond, echoReq{}, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("never answered: err = %v, want the deadline", err)
+	}
+}
+
+// TestRequestTooLargeSaysTheLimit: a request over the server's message
+// limit fails before it is sent, naming its size and the limit.
+func TestRequestTooLargeSaysTheLimit(t *testing.T) {
+	b := bustest.New(t)
+	limit := b.Conn().MaxPayload()
+	err := bus.Request(t.Context(), b.Conn(), "ioa.test.big", make([]byte, limit+1), nil)
+	want := fmt.Sprintf("the request is %d bytes, the server takes at most %d in a message", limit+1, limit)
+	if !errors.Is(err, nats.ErrMaxPayload) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want nats.ErrMaxPayload saying %q", err, want)
 	}
 }
