@@ -71,6 +71,8 @@ func TestWorkers(t *testing.T) {
 		{"units", "convert 2,500 meters to miles", "2,500 m = 1.55 miles", ""},
 		{"units", "convert -1,500 meters to km", "-1,500 m = -1.50 km", ""},
 		{"units", "convert 1,5 kg to pounds", "1,5 kg = 3.31 lb", ""},
+		{"units", "How many miles is 42 km?", "42 km = 26.10 miles", ""},
+		{"units", "how many pounds are 2,000 grams", "2,000 g = 4.41 lb", ""},
 		{"units", "Convert 0 kelvin to celsius", "0 K = -273.15 °C", ""},
 		{"units", "convert 100 celsius to kelvin", "100 °C = 373.15 K", ""},
 		{"units", "convert -300 celsius to fahrenheit", "", "-300 °C is below absolute zero"},

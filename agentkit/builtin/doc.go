@@ -11,7 +11,8 @@
 // reads arithmetic said in words ("divide 100 by 8", "add 12 and 30", "the
 // square root of 144", "2 to the power of 10") as the expression it means,
 // and a percentage as a factor ("10% of 50% of 200 + 3" is 13). The unit
-// converter refuses a temperature below absolute zero.
+// converter also reads a question ("how many miles is 42 km") and refuses a
+// temperature below absolute zero.
 // Numbers are read as people write them: "3,200" and "1,234.5" group
 // thousands, "2,5" has a decimal comma, and a form that is neither
 // ("1.234,5") is refused rather than guessed.

@@ -58,10 +58,18 @@ var units = func() map[string]unit {
 
 var convRE = regexp.MustCompile(`(?i)(-?` + numPat + `)\s*(°?[a-z/]+(?:\s+per\s+hour)?(?:\s+(?:celsius|fahrenheit|kelvin))?)\s+(?:to|in|into)\s+(°?[a-z/]+(?:\s+per\s+hour)?)`)
 
-// convertUnits converts every "<number> <unit> to <unit>" of the task's own
-// text (all of them: a task answered in part would pass for done), and
-// fails on the first between kinds of unit that do not convert.
+// howManyRE is a conversion asked as a question: "how many miles is 42
+// km" is "42 km to miles".
+var howManyRE = regexp.MustCompile(`(?i)\bhow\s+many\s+(°?[a-z/]+(?:\s+per\s+hour)?)\s+(?:is|are|in|make|makes)\s+(-?` + numPat + `\s*°?[a-z/]+(?:\s+per\s+hour)?)`)
+
+// convertUnits converts every "<number> <unit> to <unit>" (or "how many
+// <unit> is <number> <unit>") of the task's own text (all of them: a task
+// answered in part would pass for done), and fails on the first between
+// kinds of unit that do not convert.
 func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
+	desc := t.TaskDesc
+	t.TaskDesc = howManyRE.ReplaceAllString(t.TaskDesc, "$2 to $1")
+	t.TaskAbstract = howManyRE.ReplaceAllString(t.TaskAbstract, "$2 to $1")
 	var answers []string
 	for _, m := range findAll(convRE, t) {
 		from, ok1 := units[strings.ToLower(strings.TrimPrefix(m[2], "degrees "))]
@@ -87,7 +95,7 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		answers = append(answers, fmt.Sprintf("%s %s = %s %s", m[1], from.name, strconv.FormatFloat(out, 'f', 2, 64), to.name))
 	}
 	if len(answers) == 0 {
-		return agentkit.Result{}, fmt.Errorf("no conversion like \"5 km to miles\" found in %q", firstLine(t.TaskDesc))
+		return agentkit.Result{}, fmt.Errorf("no conversion like \"5 km to miles\" found in %q", firstLine(desc))
 	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ")}, nil
 }
