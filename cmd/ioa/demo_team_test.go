@@ -53,6 +53,7 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"Compute 17% of 3,200", "17% of 3,200 = 544"},
 		{"Convert 2,500 meters to miles", "2,500 m = 1.55 miles"},
 		{"How many miles is 42 km?", "42 km = 26.10 miles"},
+		{"What is 7 times 6?", "7 * 6 = 42"},
 	} {
 		var res protocol.GoalResult
 		err := bus.Request(ctx, st.bus.Conn(), st.bus.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: g.goal, Wait: true}, &res)
