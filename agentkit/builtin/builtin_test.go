@@ -56,6 +56,7 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "what is 12 squared and 2 to the power of 10", "12^2 = 144; 2^10 = 1024", ""},
 		{"calculator", "the square root of -4", "", "no real square root of -4"},
 		{"calculator", "Compute 10% of 50% of 200", "10% of 50% of 200 = 10", ""},
+		{"calculator", "compute 100 / 3 and 0.1 + 0.2", "100 / 3 = 33.3333333333; 0.1 + 0.2 = 0.3", ""},
 		{"calculator", "what is 15% of 200 + 3", "15% of 200 + 3 = 33", ""},
 		{"calculator", "add 2 + 10% of 50", "2 + 10% of 50 = 7", ""},
 		{"calculator", "no numbers here", "", "no arithmetic expression"},
@@ -103,6 +104,25 @@ func TestWorkers(t *testing.T) {
 	want := "# Report\n\nGoal: the goal\n\n| Task | By | Result |\n|---|---|---|\n| Compute | calc | 4 = 4 |\n| Convert / units | units | **failed**: oops |\n"
 	if err != nil || got != want {
 		t.Fatalf("report = %q, %v\nwant %q", got, err, want)
+	}
+	// A task that works on an earlier one's answer ("then divide it by
+	// 2") takes the last completed task's answer.
+	earlier := []agentkit.TaskOutcome{
+		{TaskID: "t1", Status: "completed", Result: "10 miles = 16.09 km"},
+		{TaskID: "t2", Status: "failed", Result: "x = 5"},
+	}
+	for desc, want := range map[string]string{
+		"divide it by 2\n\nResults so far:\n- t1: 10 miles = 16.09 km": "16.09 / 2 = 8.045 (16.09: the result of t1)",
+		"add 4 to the result":  "4 + 16.09 = 20.09 (16.09: the result of t1)",
+		"what is 10% of that?": "10% of 16.09 = 1.609 (16.09: the result of t1)",
+		"compute 2 * 3":        "2 * 3 = 6",
+	} {
+		if got, err := run(t, "calculator", desc, o, earlier...); err != nil || got != want {
+			t.Errorf("calculator(%q) after t1 = %q, %v; want %q", desc, got, err, want)
+		}
+	}
+	if _, err := run(t, "calculator", "divide it by 2", o, earlier[1:]...); err == nil || !strings.Contains(err.Error(), "no arithmetic expression") {
+		t.Errorf("after a failed task only: err = %v, want no arithmetic expression", err)
 	}
 	if _, err := builtin.New("nope", o); err == nil {
 		t.Fatal("unknown worker accepted")

@@ -156,6 +156,7 @@ type slot struct {
 	words []int32   // distinct lexicon vector ids of the card's words
 	widf  []float32 // by word: its WordNet IDF
 	wterm []int32   // by word: its lexical term, whose postings count the cards using it
+	own   int       // words[:own] are the card's own; the rest were learned (SetOutcomes)
 }
 
 // searchBufs are per-search scratch arrays indexed by slot.
@@ -283,7 +284,7 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 		addHashed(vec, d.Name, 1)
 		normalize(vec)
 	}
-	words, wstems, widf := vectorWords(&fields)
+	words, wstems, widf, own := vectorWords(&fields)
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -331,7 +332,7 @@ func (ix *Index) Upsert(ctx context.Context, d Doc) error {
 	for i, t := range d.Tags {
 		tags[i] = strings.ToLower(t)
 	}
-	ix.slots[id] = slot{name: d.Name, doc: d, typ: d.Type, tags: tags, vec: vec, sh: sh, words: words, widf: widf, wterm: wterm}
+	ix.slots[id] = slot{name: d.Name, doc: d, typ: d.Type, tags: tags, vec: vec, sh: sh, words: words, widf: widf, wterm: wterm, own: own}
 	// A split moves cards to the shard it creates, the last one.
 	for _, nsh := range ix.vec.shards[nshards:] {
 		for id := range nsh.live {

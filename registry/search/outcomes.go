@@ -2,7 +2,7 @@ package search
 
 import (
 	"context"
-
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -84,7 +84,7 @@ func (ix *Index) learn(outs []Outcome, now time.Time) []string {
 		return v
 	}
 	for _, o := range outs {
-		text := strings.TrimSpace(o.Task)
+		text := learnedText(o.Task)
 		if text == "" || (!o.At.IsZero() && now.Sub(o.At) > MaxOutcomeAge) {
 			continue
 		}
@@ -107,4 +107,19 @@ func (ix *Index) learn(outs []Outcome, now time.Time) []string {
 		return nil
 	}
 	return out
+}
+
+// numberRE is a number standing alone in a task ("42", "3,200", "16.09").
+var numberRE = regexp.MustCompile(`\b\d[\d.,]*\b`)
+
+// learnedText is what of a concluded task joins its agent's card: its first
+// paragraph (later ones carry context, such as the rules policy's "Results so
+// far", which says what other agents did) without its numbers. A number is
+// the task's data, not a skill: learned, "2,500 m to miles" gave the unit
+// converter a rare word "2" that every task with a 2 then matched, and that
+// lowered every other card's match for it ("divide it by 2": the
+// calculator's 0.50 became 0.21, under min_match).
+func learnedText(task string) string {
+	text, _, _ := strings.Cut(task, "\n\n")
+	return strings.Join(strings.Fields(numberRE.ReplaceAllString(text, " ")), " ")
 }

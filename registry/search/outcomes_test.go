@@ -1,7 +1,6 @@
 package search
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -108,7 +107,7 @@ func TestSetOutcomes(t *testing.T) {
 	var many []Outcome
 	many = append(many, done)
 	for i := range MaxOutcomes {
-		many = append(many, Outcome{Task: fmt.Sprintf("translate letter %d into Welsh", i), OK: true})
+		many = append(many, Outcome{Task: "translate letter " + strings.Repeat("x", i+1) + " into Welsh", OK: true}) // distinct without numbers, which are not learned
 	}
 	if got := ix.learn(many, now); len(got) != MaxOutcomes || slices.Contains(got, done.Task) {
 		t.Errorf("learned %d tasks (the oldest kept: %v), want the latest %d", len(got), slices.Contains(got, done.Task), MaxOutcomes)
@@ -126,5 +125,68 @@ func TestSetOutcomes(t *testing.T) {
 	}
 	if err := ix.SetOutcomes(ctx, " ", []Outcome{done}, now); err == nil {
 		t.Error("outcomes for a blank name: no error")
+	}
+}
+
+// TestOutcomesDoNotLowerTheMatch: the tasks an agent concluded may raise its
+// match for a task in their words, never lower its or another agent's match
+// for their own skills. The demo calculator's match for "divide it by 2"
+// fell from 0.50 to 0.21, under min_match, after the unit converter
+// concluded "Convert 2,500 meters to miles": the "2" learned with it.
+func TestOutcomesDoNotLowerTheMatch(t *testing.T) {
+	ctx := t.Context()
+	ix, err := NewIndex(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calc := Doc{Name: "calculator", Description: "Evaluates arithmetic expressions and computes exact numeric results.",
+		Capabilities: []string{"arithmetic", "multiply, divide, add or subtract numbers", "divide one number by another", "square roots and powers"}}
+	units := Doc{Name: "units", Description: "Converts measurements between units of length, mass, volume, speed and temperature.",
+		Capabilities: []string{"convert kilometres to miles", "unit conversion"}}
+	for _, d := range []Doc{calc, units} {
+		if err := ix.Upsert(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	match := func(q string) float64 {
+		t.Helper()
+		hits, err := ix.Search(ctx, Query{Texts: []string{q}, Keep: func(n string) bool { return n == "calculator" }})
+		if err != nil || len(hits) != 1 {
+			t.Fatalf("search %q: %v %v", q, hits, err)
+		}
+		return hits[0].Match
+	}
+	const q = "divide it by 2"
+	before := match(q)
+	now := time.Now()
+	var outs []Outcome
+	for _, task := range []string{"What is 15% of 240", "Divide 100 by 8", "What is the square root of 144",
+		"Compute 17% of 3,200", "What is 7 times 6", "Compute the monthly interest on a loan of 12000 euros"} {
+		outs = append(outs, Outcome{Task: task, OK: true, At: now})
+	}
+	if err := ix.SetOutcomes(ctx, "calculator", outs, now); err != nil {
+		t.Fatal(err)
+	}
+	if after := match(q); after < before-1e-9 {
+		t.Errorf("match for %q: %.3f before the agent's outcomes, %.3f after: its successes lowered it", q, before, after)
+	}
+	// Nor do another agent's: numbers are a task's data, not a skill, and a
+	// later paragraph (the rules policy's earlier results) is context.
+	if err := ix.SetOutcomes(ctx, "units", []Outcome{
+		{Task: "Convert 2,500 meters to miles", OK: true, At: now},
+		{Task: "How many miles is 42 km", OK: true, At: now},
+		{Task: "convert it to pounds\n\nResults so far:\n- Divide 100 by 8: 100 / 8 = 12.5", OK: true, At: now},
+	}, now); err != nil {
+		t.Fatal(err)
+	}
+	if after := match(q); after < before-1e-9 {
+		t.Errorf("match for %q: %.3f before another agent's outcomes, %.3f after: they lowered it", q, before, after)
+	}
+	if got := ix.learned["units"]; !slices.Equal(got, []string{"Convert meters to miles", "How many miles is km", "convert it to pounds"}) {
+		t.Errorf("learned %q", got)
+	}
+	// What it learned still helps a task in those words.
+	if m := match("the monthly interest on a loan"); m < 0.2 {
+		t.Errorf("match for a task it concluded, in its words: %.3f", m)
 	}
 }

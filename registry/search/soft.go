@@ -54,12 +54,15 @@ const (
 
 // vectorWords returns the distinct word-vector rows of a card's terms with
 // their stems.
-func vectorWords(fields *[numFields][]term) ([]int32, []string, []float32) {
+//
+// The words of the card's own fields come first; own is how many there are
+// (the rest were learned from the tasks the agent concluded).
+func vectorWords(fields *[numFields][]term) (ids []int32, stems []string, idfs []float32, own int) {
 	seen := map[int32]bool{}
-	var ids []int32
-	var stems []string
-	var idfs []float32
-	for _, ts := range fields {
+	for f, ts := range fields {
+		if f == fieldLearned {
+			own = len(ids)
+		}
 		for _, t := range ts {
 			if t.vec >= 0 && !seen[t.vec] {
 				seen[t.vec] = true
@@ -69,7 +72,7 @@ func vectorWords(fields *[numFields][]term) ([]int32, []string, []float32) {
 			}
 		}
 	}
-	return ids, stems, idfs
+	return ids, stems, idfs, own
 }
 
 func (ix *Index) softTerms(ts []term) []softTerm {
@@ -168,7 +171,8 @@ func (ix *Index) softScores(ids []int32, qs []softTerm, oov []oovTerm, sb *softB
 			best[i] = -1
 		}
 		sl := &ix.slots[id]
-		var c, cw float64 // the card-to-query direction
+		var c, cw float64   // the card-to-query direction
+		var oc, ocw float64 // the same over the card's own words
 		for j := range sl.words {
 			e := entry(id, j)
 			for i, x := range sims[e.at : e.at+len(qs)] {
@@ -177,6 +181,10 @@ func (ix *Index) softScores(ids []int32, qs []softTerm, oov []oovTerm, sb *softB
 			ww := float64(sl.widf[j]) * e.spec
 			c += ww * max(0, float64(e.best)-softFloor)
 			cw += ww
+			if j < sl.own {
+				oc += ww * max(0, float64(e.best)-softFloor)
+				ocw += ww
+			}
 		}
 		var s float64
 		for i, q := range qs {
@@ -194,7 +202,14 @@ func (ix *Index) softScores(ids []int32, qs []softTerm, oov []oovTerm, sb *softB
 		match[k] = (s + o) / (wsum + osum)
 		if cw > 0 {
 			out[k] = (1-softBidir)*out[k] + softBidir*c/cw
-			match[k] = (1-softBidir)*match[k] + softBidir*c/cw
+		}
+		// The match's card-to-query direction counts only the card's own
+		// words: the words of the tasks an agent concluded would otherwise
+		// dilute it, and every success would lower its match for the next
+		// task until min_match refused it (the calculator's match for
+		// "divide it by 2" fell from 0.49 to 0.21 after five goals).
+		if ocw > 0 {
+			match[k] = (1-softBidir)*match[k] + softBidir*oc/ocw
 		}
 	}
 	return out, match
