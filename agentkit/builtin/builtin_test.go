@@ -121,6 +121,10 @@ func TestWorkers(t *testing.T) {
 			t.Errorf("calculator(%q) after t1 = %q, %v; want %q", desc, got, err, want)
 		}
 	}
+	calc := []agentkit.TaskOutcome{{TaskID: "t1", Status: "completed", Result: "12 * 12 = 144"}}
+	if got, err := run(t, "units", "convert it from km to miles", o, calc...); err != nil || got != "144 km = 89.48 miles (144: the result of t1)" {
+		t.Errorf("units after t1 = %q, %v", got, err)
+	}
 	if _, err := run(t, "calculator", "divide it by 2", o, earlier[1:]...); err == nil || !strings.Contains(err.Error(), "no arithmetic expression") {
 		t.Errorf("after a failed task only: err = %v, want no arithmetic expression", err)
 	}

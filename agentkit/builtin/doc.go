@@ -10,13 +10,13 @@
 // things is not reported done having answered one. The calculator also
 // reads arithmetic said in words ("divide 100 by 8", "add 12 and 30", "the
 // square root of 144", "2 to the power of 10") as the expression it means,
-// and a percentage as a factor ("10% of 50% of 200 + 3" is 13). A task that
-// works on an earlier task's answer ("Convert 10 miles to km, then divide it
-// by 2") takes the answer of the last earlier task that completed with one
-// (the number after its last "=") for "it", "that" or "the result", and says
-// so in its result. The unit
+// and a percentage as a factor ("10% of 50% of 200 + 3" is 13). The unit
 // converter also reads a question ("how many miles is 42 km") and refuses a
-// temperature below absolute zero.
+// temperature below absolute zero. In both, a task that works on an earlier
+// task's answer ("… then divide it by 2", "… then convert it from km to
+// miles") takes the answer of the last earlier task that completed with one
+// (the number after its last "=") for "it", "that" or "the result", and says
+// so in its result.
 // Numbers are read as people write them: "3,200" and "1,234.5" group
 // thousands, "2,5" has a decimal comma, and a form that is neither
 // ("1.234,5") is refused rather than guessed.

@@ -70,8 +70,21 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	desc := t.TaskDesc
 	t.TaskDesc = howManyRE.ReplaceAllString(t.TaskDesc, "$2 to $1")
 	t.TaskAbstract = howManyRE.ReplaceAllString(t.TaskAbstract, "$2 to $1")
+	convs := findAll(convRE, t)
+	var note string
+	if len(convs) == 0 {
+		// "then convert it from km to miles": an earlier task's answer.
+		if n, from, ok := earlierAnswer(t.Earlier); ok {
+			own, rest, _ := strings.Cut(t.TaskDesc, "\n\n")
+			t.TaskDesc = unitBackRefRE.ReplaceAllString(own, n+" $1") + "\n\n" + rest
+			t.TaskAbstract = ""
+			if convs = findAll(convRE, t); len(convs) > 0 {
+				note = fmt.Sprintf(" (%s: the result of %s)", n, from)
+			}
+		}
+	}
 	var answers []string
-	for _, m := range findAll(convRE, t) {
+	for _, m := range convs {
 		from, ok1 := units[strings.ToLower(strings.TrimPrefix(m[2], "degrees "))]
 		to, ok2 := units[strings.ToLower(m[3])]
 		if !ok1 || !ok2 {
@@ -97,5 +110,9 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	if len(answers) == 0 {
 		return agentkit.Result{}, fmt.Errorf("no conversion like \"5 km to miles\" found in %q", firstLine(desc))
 	}
-	return agentkit.Result{Conclusion: strings.Join(answers, "; ")}, nil
+	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
 }
+
+// unitBackRefRE is an earlier task's answer named by a word before its unit:
+// "convert it from km to miles".
+var unitBackRefRE = regexp.MustCompile(`(?i)\b(?:the\s+result|that\s+result|the\s+answer|it|that|this)\s+(?:from\s+)?(°?[a-z/]+\s+(?:to|in|into)\s)`)

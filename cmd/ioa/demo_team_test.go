@@ -55,6 +55,7 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"How many miles is 42 km?", "42 km = 26.10 miles"},
 		{"What is 7 times 6?", "7 * 6 = 42"},
 		{"Convert 10 miles to km, then divide it by 2", "16.09 / 2 = 8.045 (16.09: the result of t1)"},
+		{"Compute 12 * 12, then convert it from km to miles", "144 km = 89.48 miles (144: the result of t1)"},
 	} {
 		var res protocol.GoalResult
 		err := bus.Request(ctx, st.bus.Conn(), st.bus.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: g.goal, Wait: true}, &res)
