@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -77,16 +76,10 @@ func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	t.TaskDesc, t.TaskAbstract = symbols(t.TaskDesc), symbols(t.TaskAbstract)
 	exprs := findAll(exprRE, t)
 	var note string
-	if len(exprs) == 0 {
-		// "then divide it by 2": the task works on an earlier one's answer.
-		if n, from, ok := earlierAnswer(t.Earlier); ok {
-			own, rest, _ := strings.Cut(desc, "\n\n")
-			t.TaskDesc = symbols(backRefRE.ReplaceAllString(own, n)) + "\n\n" + rest
-			t.TaskAbstract = ""
-			if exprs = findAll(exprRE, t); len(exprs) > 0 {
-				note = fmt.Sprintf(" (%s: the result of %s)", n, from)
-			}
-		}
+	if len(exprs) == 0 { // "then divide it by 2"
+		exprs, note = findWithEarlierAnswer(t, exprRE, func(own, n string) string {
+			return symbols(backRefRE.ReplaceAllString(own, n))
+		})
 	}
 	if len(exprs) == 0 {
 		return agentkit.Result{}, fmt.Errorf("no arithmetic expression found in %q", firstLine(desc))
@@ -101,26 +94,6 @@ func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		answers[i] = fmt.Sprintf("%s = %s", expr, formatNumber(v))
 	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
-}
-
-// backRefRE is a word that stands for an earlier task's answer.
-var backRefRE = regexp.MustCompile(`(?i)\b(?:the\s+result|that\s+result|the\s+answer|it|that|this)\b`)
-
-// answerRE is an answer in a result: the number after an "=".
-var answerRE = regexp.MustCompile(`=\s*(-?` + numPat + `)`)
-
-// earlierAnswer is the answer of the last earlier task that completed with
-// one (the last number after an "=" in its result) and that task's id.
-func earlierAnswer(earlier []agentkit.TaskOutcome) (n, taskID string, ok bool) {
-	for _, e := range slices.Backward(earlier) {
-		if e.Status != "completed" {
-			continue
-		}
-		if ms := answerRE.FindAllStringSubmatch(e.Result, -1); len(ms) > 0 {
-			return ms[len(ms)-1][1], e.TaskID, true
-		}
-	}
-	return "", "", false
 }
 
 // findAll returns re's distinct matches (with their groups) in the task's

@@ -72,16 +72,10 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	t.TaskAbstract = howManyRE.ReplaceAllString(t.TaskAbstract, "$2 to $1")
 	convs := findAll(convRE, t)
 	var note string
-	if len(convs) == 0 {
-		// "then convert it from km to miles": an earlier task's answer.
-		if n, from, ok := earlierAnswer(t.Earlier); ok {
-			own, rest, _ := strings.Cut(t.TaskDesc, "\n\n")
-			t.TaskDesc = unitBackRefRE.ReplaceAllString(own, n+" $1") + "\n\n" + rest
-			t.TaskAbstract = ""
-			if convs = findAll(convRE, t); len(convs) > 0 {
-				note = fmt.Sprintf(" (%s: the result of %s)", n, from)
-			}
-		}
+	if len(convs) == 0 { // "then convert it from km to miles"
+		convs, note = findWithEarlierAnswer(t, convRE, func(own, n string) string {
+			return unitBackRefRE.ReplaceAllString(own, n+" $1")
+		})
 	}
 	var answers []string
 	for _, m := range convs {
@@ -112,7 +106,3 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
 }
-
-// unitBackRefRE is an earlier task's answer named by a word before its unit:
-// "convert it from km to miles".
-var unitBackRefRE = regexp.MustCompile(`(?i)\b(?:the\s+result|that\s+result|the\s+answer|it|that|this)\s+(?:from\s+)?(°?[a-z/]+\s+(?:to|in|into)\s)`)

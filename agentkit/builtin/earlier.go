@@ -1,0 +1,59 @@
+package builtin
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/ioa-nats/ioa/agentkit"
+)
+
+// A task may work on an earlier task's answer: "Convert 10 miles to km,
+// then divide it by 2". The rules policy gives it the earlier results; the
+// workers take the last answer for the word that refers to it.
+
+// refWords are the words that stand for an earlier task's answer.
+const refWords = `(?:the\s+result|that\s+result|the\s+answer|it|that|this)`
+
+// backRefRE is such a word in a calculation: "divide it by 2".
+var backRefRE = regexp.MustCompile(`(?i)\b` + refWords + `\b`)
+
+// answerRE is an answer in a result: the number after an "=".
+var answerRE = regexp.MustCompile(`=\s*(-?` + numPat + `)`)
+
+// earlierAnswer is the answer of the last earlier task that completed with
+// one (the last number after an "=" in its result) and that task's id.
+func earlierAnswer(earlier []agentkit.TaskOutcome) (n, taskID string, ok bool) {
+	for _, e := range slices.Backward(earlier) {
+		if e.Status != "completed" {
+			continue
+		}
+		if ms := answerRE.FindAllStringSubmatch(e.Result, -1); len(ms) > 0 {
+			return ms[len(ms)-1][1], e.TaskID, true
+		}
+	}
+	return "", "", false
+}
+
+// unitBackRefRE is an earlier task's answer named by a word before its unit:
+// "convert it from km to miles".
+var unitBackRefRE = regexp.MustCompile(`(?i)\b` + refWords + `\s+(?:from\s+)?(°?[a-z/]+\s+(?:to|in|into)\s)`)
+
+// findWithEarlierAnswer finds re's matches in the task's own text once
+// rewrite has put the last earlier answer in it, and a note saying where
+// that number came from; nothing when there is no earlier answer or the
+// text still has no match.
+func findWithEarlierAnswer(t agentkit.Task, re *regexp.Regexp, rewrite func(own, n string) string) ([][]string, string) {
+	n, from, ok := earlierAnswer(t.Earlier)
+	if !ok {
+		return nil, ""
+	}
+	own, rest, _ := strings.Cut(t.TaskDesc, "\n\n")
+	t.TaskDesc, t.TaskAbstract = rewrite(own, n)+"\n\n"+rest, ""
+	found := findAll(re, t)
+	if len(found) == 0 {
+		return nil, ""
+	}
+	return found, fmt.Sprintf(" (%s: the result of %s)", n, from)
+}
