@@ -37,7 +37,9 @@ func TestDemoTeamGoals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.shutdown()
-	waitGoalService(t, st)
+	if err := st.waitReady(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	// Goals as a user phrases them, each of which the demo team once got

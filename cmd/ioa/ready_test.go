@@ -45,7 +45,22 @@ func firstGoal(t *testing.T, data string, i int) {
 	}
 	defer st.shutdown()
 	nc, subj := st.bus.Conn(), st.bus.Subjects()
-	probes := waitGoalService(t, st)
+	// Ask until the goal service answers; no responders means not yet.
+	probes := 0
+	for {
+		probes++
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		var list protocol.GoalListReply
+		err := bus.Request(ctx, nc, subj.Goal(bus.GoalList), protocol.GoalListRequest{}, &list)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bus.ErrNoResponders) {
+			t.Fatalf("start %d: goal.list: %v", i, err)
+		}
+		time.Sleep(2 * time.Millisecond) // a pause between probes, not a deadline
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	var res protocol.GoalResult
@@ -60,23 +75,4 @@ func firstGoal(t *testing.T, data string, i int) {
 		t.Fatalf("start %d: health = %+v, %v; want ready", i, h, err)
 	}
 	t.Logf("start %d: goal service answered after %d probes; first goal %s in %s", i, probes, res.Status, res.Elapsed)
-}
-
-// waitGoalService asks until the goal service answers (no responders means
-// not yet) and returns how many asks it took.
-func waitGoalService(t *testing.T, st *stack) int {
-	t.Helper()
-	for probes := 1; ; probes++ {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		var list protocol.GoalListReply
-		err := bus.Request(ctx, st.bus.Conn(), st.bus.Subjects().Goal(bus.GoalList), protocol.GoalListRequest{}, &list)
-		cancel()
-		if err == nil {
-			return probes
-		}
-		if !errors.Is(err, bus.ErrNoResponders) {
-			t.Fatalf("goal.list: %v", err)
-		}
-		time.Sleep(2 * time.Millisecond) // a pause between probes, not a deadline
-	}
 }

@@ -53,16 +53,11 @@ const (
 )
 
 // vectorWords returns the distinct word-vector rows of a card's terms with
-// their stems.
-//
-// The words of the card's own fields come first; own is how many there are
-// (the rest were learned from the tasks the agent concluded).
+// their stems: the words of the card's own fields first, own of them, then
+// those learned from the tasks the agent concluded.
 func vectorWords(fields *[numFields][]term) (ids []int32, stems []string, idfs []float32, own int) {
 	seen := map[int32]bool{}
-	for f, ts := range fields {
-		if f == fieldLearned {
-			own = len(ids)
-		}
+	add := func(ts []term) {
 		for _, t := range ts {
 			if t.vec >= 0 && !seen[t.vec] {
 				seen[t.vec] = true
@@ -72,6 +67,13 @@ func vectorWords(fields *[numFields][]term) (ids []int32, stems []string, idfs [
 			}
 		}
 	}
+	for f, ts := range fields {
+		if f != fieldLearned {
+			add(ts)
+		}
+	}
+	own = len(ids)
+	add(fields[fieldLearned])
 	return ids, stems, idfs, own
 }
 
