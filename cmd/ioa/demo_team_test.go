@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/configs"
 )
 
 // TestDemoTeamGoals: ioa serve with the demo team gives its file agents a
@@ -19,11 +17,7 @@ import (
 // "no sandbox folder is configured"), and a goal reads a file put there;
 // then goals in a user's words reach the right demo agent and succeed.
 func TestDemoTeamGoals(t *testing.T) {
-	cfg, err := configs.LoadOver(nil, configs.DemoYAML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Bus.DataDir, cfg.Bus.Listen = t.TempDir(), bus.NoListen
+	cfg := demoConfig(t)
 	cmd := newServeCmd()
 	box, err := serveSandbox(cmd, cfg)
 	if want := filepath.Join(cfg.Bus.DataDir, "sandbox"); err != nil || box != want {
@@ -32,14 +26,7 @@ func TestDemoTeamGoals(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(box, "notes.txt"), []byte("Agents team up. They conclude."), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err := startStack(t.Context(), cfg, stackOptions{services: true, sandbox: box}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.shutdown()
-	if err := st.waitReady(t.Context(), nil); err != nil {
-		t.Fatal(err)
-	}
+	st := readyStack(t, cfg, stackOptions{services: true, sandbox: box})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	// Goals as a user phrases them, each of which the demo team once got

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/llm/llmtest"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/configs"
 )
 
 // TestServeWithGarbageModel runs the stack of `ioa serve` with a model
@@ -18,28 +16,17 @@ import (
 // tokens the model reported in its usage.
 func TestServeWithGarbageModel(t *testing.T) {
 	fake := llmtest.New(t, llmtest.Always(llmtest.Garbage()))
-	cfg, err := configs.LoadOver(nil, configs.DemoYAML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Bus.DataDir, cfg.Bus.Listen = t.TempDir(), bus.NoListen
+	cfg := demoConfig(t)
 	cfg.LLM.BaseURL, cfg.LLM.Model, cfg.LLM.Retries = fake.URL, "fake", -1
 	cfg.Limits.GoalTimeout, cfg.Limits.SpeakerTimeout = 20*time.Second, 5*time.Second
 	if got := cfg.CoordinatorPolicy(); got != "llm" {
 		t.Fatalf("coordinator policy with a model = %q, want llm", got)
 	}
-	st, err := startStack(t.Context(), cfg, stackOptions{services: true, sandbox: t.TempDir()}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.shutdown()
-	if err := st.waitReady(t.Context(), nil); err != nil {
-		t.Fatal(err)
-	}
+	st := readyStack(t, cfg, stackOptions{services: true, sandbox: t.TempDir()})
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
 	var res protocol.GoalResult
-	err = bus.Request(ctx, st.bus.Conn(), st.bus.Subjects().Goal(bus.GoalSubmit),
+	err := bus.Request(ctx, st.bus.Conn(), st.bus.Subjects().Goal(bus.GoalSubmit),
 		protocol.GoalRequest{Goal: "Convert 42 km to miles. Then write a Markdown report of the results.", Wait: true}, &res)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,26 +11,15 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
-	"github.com/ioa-nats/ioa/configs"
 )
 
 // TestMetricsOnTheHTTPListener: what `ioa serve --http` serves has the
 // process's metrics on /metrics beside the A2A front door, and they count a
 // goal run on the stack.
 func TestMetricsOnTheHTTPListener(t *testing.T) {
-	cfg, err := configs.LoadOver(nil, configs.DemoYAML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Bus.DataDir, cfg.Bus.Listen, cfg.Bus.Insecure, cfg.A2A.Listen = t.TempDir(), bus.NoListen, true, "127.0.0.1:0"
-	st, err := startStack(t.Context(), cfg, stackOptions{services: true, http: true, sandbox: t.TempDir()}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.shutdown()
-	if err := st.waitReady(t.Context(), nil); err != nil {
-		t.Fatal(err)
-	}
+	cfg := demoConfig(t)
+	cfg.Bus.Insecure, cfg.A2A.Listen = true, "127.0.0.1:0"
+	st := readyStack(t, cfg, stackOptions{services: true, http: true, sandbox: t.TempDir()})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	var res protocol.GoalResult
