@@ -20,14 +20,16 @@ import (
 
 // resultOf is the result a goal ends with. A goal that waited for approval
 // keeps the figures of the result its team proposed.
-func resultOf(g *protocol.GoalStatus, status, conclusion, reason string, sum *chatSum) *protocol.GoalResult {
+// nested holds the results of the nested teams that did the goal's tasks,
+// by task id (nestedResults).
+func resultOf(g *protocol.GoalStatus, status, conclusion, reason string, sum *chatSum, nested map[string]*protocol.GoalResult) *protocol.GoalResult {
 	var usage protocol.Usage
 	var turns int
 	var chat *protocol.Chat
 	if sum != nil {
 		usage, turns, chat = sum.Usage, sum.Turns, sum.Chat
 	}
-	outcome, why, undone := protocol.GoalOutcome(status, chat)
+	outcome, why, undone := protocol.GoalOutcome(status, chat, nested)
 	if prev := g.Result; prev != nil && g.Status == protocol.GoalAwaitingApproval && sum == nil {
 		usage, turns, undone = prev.Usage, prev.Turns, prev.Undone
 		if conclusion == "" {

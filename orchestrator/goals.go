@@ -455,6 +455,7 @@ type chatSum struct {
 func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason string, sum *chatSum) error {
 	var ended, awaiting bool
 	var outcome string
+	var nested map[string]*protocol.GoalResult
 	st, err := s.updateGoal(ctx, id, func(g *protocol.GoalStatus) error {
 		// fn runs again on a newer record when a write is refused: what
 		// an earlier run found must not outlive it.
@@ -469,12 +470,15 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 			awaiting = true
 			return errSkip // the chat's end seen again
 		}
+		if sum != nil && len(g.Children) > 0 && nested == nil {
+			nested = s.nestedResults(ctx, g)
+		}
 		if sum != nil && status == protocol.GoalConcluded && g.ApproveBy != "" {
-			g.Result = resultOf(g, status, conclusion, reason, sum)
+			g.Result = resultOf(g, status, conclusion, reason, sum, nested)
 			g.Status, awaiting = protocol.GoalAwaitingApproval, true
 			return nil
 		}
-		g.Result = resultOf(g, status, conclusion, reason, sum)
+		g.Result = resultOf(g, status, conclusion, reason, sum, nested)
 		g.Status, g.Outcome, outcome = status, g.Result.Outcome, g.Result.Outcome
 		return nil
 	})
@@ -532,6 +536,26 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		s.wg.Go(func() { s.cancelGoal(ctx, child, protocol.GoalCancelled, "parent goal "+id+" ended") })
 	}
 	return nil
+}
+
+// nestedResults reads the results of the goal's children that served its
+// chat's tasks, by task id (the latest child of a task, when it was tried
+// again), so that a task a nested team did only in part makes the goal
+// partial. A child that cannot be read is left out: its task counts as the
+// chat logged it.
+func (s *Service) nestedResults(ctx context.Context, g *protocol.GoalStatus) map[string]*protocol.GoalResult {
+	out := map[string]*protocol.GoalResult{}
+	for _, id := range g.Children {
+		child, err := s.readGoal(ctx, id)
+		if err != nil {
+			s.log.Warn("read nested goal for the outcome", "goal", g.GoalID, "child", id, "err", err)
+			continue
+		}
+		if p := child.Parent; p != nil && p.CommID == g.CommID && child.Result != nil {
+			out[p.TaskID] = child.Result
+		}
+	}
+	return out
 }
 
 // finishRetry is how often the sweep tries again to record the end of a

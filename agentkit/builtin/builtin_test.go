@@ -52,6 +52,15 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "multiply 6 by 7, then 3 times 4", "6 * 7 = 42; 3 * 4 = 12", ""},
 		{"calculator", "What is 9 minus -3 and 2 plus 2?", "9 - -3 = 12; 2 + 2 = 4", ""},
 		{"calculator", "What is the square root of 144?", "√144 = 12", ""},
+		{"calculator", "What's the average of 3, 5 and 10?", "(3 + 5 + 10) / 3 = 6", ""},
+		{"calculator", "the mean of 1,5, 2,5 and 3,200", "(1,5 + 2,5 + 3,200) / 3 = 1068", ""},
+		{"calculator", "Sum of 1, 2, 3 and 4", "1 + 2 + 3 + 4 = 10", ""},
+		{"calculator", "compute 4 nights * 120 euros", "4 nights * 120 = 480", ""},
+		{"calculator", "3 boxes x 12 eggs / 4 people", "3 boxes x 12 eggs / 4 = 9", ""},
+		{"calculator", "Compute 3 * 4 and -5 + 6", "3 * 4 = 12; -5 + 6 = 1", ""},
+		{"calculator", "what is 300 euros divided by 4", "300 euros / 4 = 75", ""},
+		{"calculator", "the product of 2, 3, and 4", "2 * 3 * 4 = 24", ""},
+		{"calculator", "the total of 19.5 and -4", "19.5 + -4 = 15.5", ""},
 		{"calculator", "compute sqrt(2,25) + 1", "√2,25 + 1 = 2.5", ""},
 		{"calculator", "what is 12 squared and 2 to the power of 10", "12^2 = 144; 2^10 = 1024", ""},
 		{"calculator", "the square root of -4", "", "no real square root of -4"},
@@ -59,7 +68,7 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "compute 100 / 3 and 0.1 + 0.2", "100 / 3 = 33.3333333333; 0.1 + 0.2 = 0.3", ""},
 		{"calculator", "what is 15% of 200 + 3", "15% of 200 + 3 = 33", ""},
 		{"calculator", "add 2 + 10% of 50", "2 + 10% of 50 = 7", ""},
-		{"calculator", "no numbers here", "", "no arithmetic expression"},
+		{"calculator", "no numbers here", "", `no arithmetic expression found in "no numbers here" (it computes expressions like "19.5 * 4"`},
 		// Every expression of the task is answered, each once; earlier
 		// results (after a blank line) are not this task's.
 		{"calculator", "Compute 2 + 2 and 3 * 3, then 2 + 2 again", "2 + 2 = 4; 3 * 3 = 9", ""},
@@ -80,6 +89,12 @@ func TestWorkers(t *testing.T) {
 		{"units", "nothing", "", "no conversion"},
 		{"units", "convert 5 km to miles and 20 kg to pounds", "5 km = 3.11 miles; 20 kg = 44.09 lb", ""},
 		{"units", "convert 5 km to miles and 5 kg to miles", "", "cannot convert kg (mass) to miles (length)"},
+		{"units", "What is 5 km plus 3 miles in km?", "5 km + 3 miles = 9.83 km", ""},
+		{"units", "2 kg + 500 g - 1 lb to pounds", "2 kg + 500 g - 1 lb = 4.51 lb", ""},
+		{"units", "10 km minus 2,500 m in miles", "10 km - 2,500 m = 4.66 miles", ""},
+		{"units", "convert 5 km plus 3 kg to miles", "", "cannot convert kg (mass) to miles (length)"},
+		{"units", "5 apples plus 3 miles in km", "", `"apples" is not a unit it knows`},
+		{"units", "20 celsius plus 5 celsius in fahrenheit", "", "cannot add temperatures"},
 		{"textstats", "Count the words in notes.txt", "notes.txt: 7 words, 3 sentences, 45 characters; most frequent: agents (2), teams (2), conclude (1)", ""},
 		{"textstats", "Count the words: one two three.", "the text: 3 words, 1 sentences, 15 characters; most frequent: three (1)", ""},
 		{"textstats", "Count the words in ../secret.txt", "", "read ../secret.txt"},
@@ -98,7 +113,11 @@ func TestWorkers(t *testing.T) {
 			t.Errorf("%s(%q) = %q, %v; want %q", tc.worker, tc.desc, got, err, tc.want)
 		}
 	}
-	got, err := run(t, "report", "write it", o,
+	haiku := agentkit.TaskOutcome{TaskID: "t1", Assignee: "calc", TaskAbstract: "Compute", Status: "completed", Result: "4 = 4"}
+	if _, err := run(t, "report", "write a haiku about it", o, haiku); err == nil || !strings.Contains(err.Error(), "does not ask for a report") {
+		t.Errorf("a haiku asked of the report writer: err = %v, want does not ask for a report", err)
+	}
+	got, err := run(t, "report", "write it up as a summary", o,
 		agentkit.TaskOutcome{TaskID: "t1", Assignee: "calc", TaskAbstract: "Compute", Status: "completed", Result: "4 = 4"},
 		agentkit.TaskOutcome{TaskID: "t2", Assignee: "units", TaskAbstract: "Convert | units", Status: "failed", Result: "oops"})
 	want := "# Report\n\nGoal: the goal\n\n| Task | By | Result |\n|---|---|---|\n| Compute | calc | 4 = 4 |\n| Convert / units | units | **failed**: oops |\n"
@@ -133,13 +152,26 @@ func TestWorkers(t *testing.T) {
 	}
 }
 
-func FuzzCalculator(f *testing.F) {
+// FuzzWorkers runs the calculator and the unit converter, the two workers
+// that parse numbers out of free text, on any input: an error is fine, a
+// panic is not.
+func FuzzWorkers(f *testing.F) {
 	fuzzworker.Capture(f)
-	for _, s := range []string{"1+2", "((((1))))", "2^2^2^2", "-(-(-3))", "1/0", "9999999999999999999*9", "1,234.5 + 2,5", "1,2,3.4,5 * 1", "√√(√16)", "square root of 2 squared", "divide 1 by 0"} {
+	for _, s := range []string{"1+2", "((((1))))", "2^2^2^2", "-(-(-3))", "1/0", "9999999999999999999*9", "1,234.5 + 2,5", "1,2,3.4,5 * 1", "√√(√16)", "square root of 2 squared", "divide 1 by 0",
+		"the average of 3, 5 and 10", "5 km plus 3 miles in km", "- 5 km minus -3 ft to m", "minus 3 celsius plus 2 f in k", "how many miles is 42 km"} {
 		f.Add(s)
 	}
-	w, _ := builtin.New("calculator", builtin.Options{})
+	var ws []agentkit.Worker
+	for _, name := range []string{"calculator", "units"} {
+		w, err := builtin.New(name, builtin.Options{})
+		if err != nil {
+			f.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
-		_, _ = w.Run(t.Context(), agentkit.Task{Task: protocol.Task{TaskDesc: s}})
+		for _, w := range ws {
+			_, _ = w.Run(t.Context(), agentkit.Task{Task: protocol.Task{TaskDesc: s}})
+		}
 	})
 }

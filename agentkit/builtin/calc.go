@@ -14,13 +14,23 @@ import (
 
 // exprRE finds an arithmetic expression in a task: numbers joined by
 // operators, with optional parentheses, or a square root alone ("√144",
-// which wordOps writes for "the square root of 144").
-var exprRE = regexp.MustCompile(operand + `(?:\s*[-+*/x×÷^]\s*` + operand + `)+|` +
+// which wordOps writes for "the square root of 144"). A number may name
+// what it counts before a multiplication or division ("4 nights * 120").
+var exprRE = regexp.MustCompile(operand + `(?:(?:` + countWord + `|\s*[-+*/x×÷^])\s*` + operand + `)+|` +
 	`[(\-]*` + numPat + percentOf + `+%?\)*|` + `√\(?-?` + numPat + `\)?`)
 
 // operand is a number with its signs, roots, parentheses and percent sign,
 // or a chain of percentages of it ("10% of 50% of 200").
 const operand = `[(\-√]*` + numPat + percentOf + `*%?\)*`
+
+// countWord is an operator after a word naming what the number before it
+// counts, allowed only for "*", "x", "×", "/" or "÷" (with "+" or "-" it
+// would join "3 * 4 and -5" into one expression); evalExpr leaves such
+// words out.
+const countWord = `\s+[a-zA-Z]{2,}\s*[*/x×÷]`
+
+// wordRE is a word in an expression, which evalExpr leaves out.
+var wordRE = regexp.MustCompile(`[a-zA-Z]{2,}`)
 
 // percentOf continues a percentage with what it is taken of.
 const percentOf = `(?:%\s*of\s*[(\-√]*` + numPat + `)`
@@ -46,8 +56,8 @@ var wordOps = func() []wordOp {
 		{`subtract\s+` + n + `\s+from\s+` + n, "$2 - $1"},
 		{`(?:multiply|product\s+of)\s+` + n + `\s+(?:by|and|times|with)\s+` + n, "$1 * $2"},
 		{`divide\s+` + n + `\s+by\s+` + n, "$1 / $2"},
-		{n + `\s+divided\s+by\s+` + n, "$1 / $2"},
-		{n + `\s+(?:multiplied\s+by|times)\s+` + n, "$1 * $2"},
+		{n + `(\s+[a-zA-Z]{2,})?\s+divided\s+by\s+` + n, "$1$2 / $3"},
+		{n + `(\s+[a-zA-Z]{2,})?\s+(?:multiplied\s+by|times)\s+` + n, "$1$2 * $3"},
 		{n + `\s+plus\s+` + n, "$1 + $2"},
 		{n + `\s+minus\s+` + n, "$1 - $2"},
 	} {
@@ -61,7 +71,36 @@ type wordOp struct {
 	repl string
 }
 
+// listOpRE is an operation over a list of numbers said in words: "the
+// average of 3, 5 and 10", "the sum of 1, 2, 3 and 4". The list's commas
+// are followed by a space, which keeps them apart from "3,200".
+var listOpRE = func() *regexp.Regexp {
+	n := `-?` + numPat
+	return regexp.MustCompile(`(?i)\b(average|mean|sum|total|product)\s+of\s+(` +
+		n + `(?:\s*,\s+` + n + `)*(?:\s*,?\s+and\s+` + n + `))`)
+}()
+
+var listSepRE = regexp.MustCompile(`\s*,?\s+and\s+|\s*,\s+`)
+
+// listOps writes each operation over a list as its expression: the
+// average of 3, 5 and 10 is (3 + 5 + 10) / 3.
+func listOps(text string) string {
+	return listOpRE.ReplaceAllStringFunc(text, func(m string) string {
+		sub := listOpRE.FindStringSubmatch(m)
+		nums := listSepRE.Split(sub[2], -1)
+		switch strings.ToLower(sub[1]) {
+		case "average", "mean":
+			return fmt.Sprintf("(%s) / %d", strings.Join(nums, " + "), len(nums))
+		case "product":
+			return strings.Join(nums, " * ")
+		default:
+			return strings.Join(nums, " + ")
+		}
+	})
+}
+
 func symbols(text string) string {
+	text = listOps(text)
 	for _, o := range wordOps {
 		text = o.re.ReplaceAllString(text, o.repl)
 	}
@@ -82,7 +121,8 @@ func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		})
 	}
 	if len(exprs) == 0 {
-		return agentkit.Result{}, fmt.Errorf("no arithmetic expression found in %q", firstLine(desc))
+		return agentkit.Result{}, fmt.Errorf("no arithmetic expression found in %q "+
+			`(it computes expressions like "19.5 * 4", "15%% of 200", "divide 100 by 8" or "the average of 3, 5 and 10")`, firstLine(desc))
 	}
 	answers := make([]string, len(exprs))
 	for i, m := range exprs {
@@ -135,6 +175,7 @@ func evalExpr(s string) (float64, error) {
 		return 0, err
 	}
 	s = percentOfRE.ReplaceAllString(s, "%*")
+	s = wordRE.ReplaceAllString(s, "")
 	r := strings.NewReplacer("x", "*", "×", "*", "÷", "/")
 	p := &parser{s: strings.ReplaceAll(r.Replace(s), " ", "")}
 	v, err := p.sum()

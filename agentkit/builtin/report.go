@@ -3,13 +3,23 @@ package builtin
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/ioa-nats/ioa/agentkit"
 )
 
+// reportWordRE is what a task asking for a report says: a task given to
+// the report writer by a loose match ("write a haiku about it") is refused
+// rather than answered with a table that would pass for done.
+var reportWordRE = regexp.MustCompile(`(?i)\b(report|summar(y|ies|i[sz]e)|sum\s+up|table|markdown|write[\s-]*up|overview|recap|results?)\b`)
+
 // writeReport formats the results of the chat's earlier tasks as Markdown.
 func writeReport(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
+	own, _, _ := strings.Cut(t.TaskDesc, "\n\n")
+	if !reportWordRE.MatchString(own) && !reportWordRE.MatchString(t.TaskAbstract) {
+		return agentkit.Result{}, fmt.Errorf("%q does not ask for a report: the report writer only writes a Markdown table of earlier results", firstLine(own))
+	}
 	if len(t.Earlier) == 0 {
 		return agentkit.Result{}, fmt.Errorf("there are no earlier results to report on")
 	}

@@ -56,16 +56,31 @@ var units = func() map[string]unit {
 	return m
 }()
 
-var convRE = regexp.MustCompile(`(?i)(-?` + numPat + `)\s*(°?[a-z/]+(?:\s+per\s+hour)?(?:\s+(?:celsius|fahrenheit|kelvin))?)\s+(?:to|in|into)\s+(°?[a-z/]+(?:\s+per\s+hour)?)`)
+// unitPat is a unit as written after a number: "km", "°C", "miles per
+// hour", "degrees celsius".
+const unitPat = `°?[a-z/]+(?:\s+per\s+hour)?(?:\s+(?:celsius|fahrenheit|kelvin))?`
+
+// convRE is a conversion: "<number> <unit> to <unit>", or a sum of
+// quantities converted at once ("5 km plus 3 miles in km"): group 1 is the
+// quantities added before the last one, groups 2 and 3 the last one, group 4
+// the unit to convert to.
+var convRE = regexp.MustCompile(`(?i)((?:-?` + numPat + `\s*` + unitPat + `\s*` + addOp + `\s*)*)` +
+	`(-?` + numPat + `)\s*(` + unitPat + `)\s+(?:to|in|into)\s+(°?[a-z/]+(?:\s+per\s+hour)?)`)
+
+// addOp joins quantities that are added or subtracted.
+const addOp = `(?:\+|\bplus\b|\bminus\b|-)`
+
+// termRE is one quantity of a sum with the sign before it.
+var termRE = regexp.MustCompile(`(?i)(` + addOp + `)?\s*(-?` + numPat + `)\s*(` + unitPat + `)`)
 
 // howManyRE is a conversion asked as a question: "how many miles is 42
 // km" is "42 km to miles".
 var howManyRE = regexp.MustCompile(`(?i)\bhow\s+many\s+(°?[a-z/]+(?:\s+per\s+hour)?)\s+(?:is|are|in|make|makes)\s+(-?` + numPat + `\s*°?[a-z/]+(?:\s+per\s+hour)?)`)
 
 // convertUnits converts every "<number> <unit> to <unit>" (or "how many
-// <unit> is <number> <unit>") of the task's own text (all of them: a task
-// answered in part would pass for done), and fails on the first between
-// kinds of unit that do not convert.
+// <unit> is <number> <unit>", or a sum of quantities "to <unit>") of the
+// task's own text (all of them: a task answered in part would pass for
+// done), and fails on the first between kinds of unit that do not convert.
 func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	desc := t.TaskDesc
 	t.TaskDesc = howManyRE.ReplaceAllString(t.TaskDesc, "$2 to $1")
@@ -79,30 +94,72 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	}
 	var answers []string
 	for _, m := range convs {
-		from, ok1 := units[strings.ToLower(strings.TrimPrefix(m[2], "degrees "))]
-		to, ok2 := units[strings.ToLower(m[3])]
-		if !ok1 || !ok2 {
+		to, ok := units[strings.ToLower(m[4])]
+		if _, from := lookUnit(m[3]); !ok || !from {
 			continue
 		}
-		if from.kind != to.kind {
-			return agentkit.Result{}, fmt.Errorf("cannot convert %s (%s) to %s (%s)", from.name, from.kind, to.name, to.kind)
-		}
-		v, err := parseNumber(strings.TrimPrefix(m[1], "-"))
+		answer, err := convert(m[1]+m[2]+" "+m[3], to)
 		if err != nil {
 			return agentkit.Result{}, err
 		}
-		if strings.HasPrefix(m[1], "-") {
-			v = -v
-		}
-		si := from.toSI(v)
-		if from.kind == "temperature" && si < -273.15 {
-			return agentkit.Result{}, fmt.Errorf("%s %s is below absolute zero", m[1], from.name)
-		}
-		out := to.frSI(si)
-		answers = append(answers, fmt.Sprintf("%s %s = %s %s", m[1], from.name, strconv.FormatFloat(out, 'f', 2, 64), to.name))
+		answers = append(answers, answer)
 	}
 	if len(answers) == 0 {
 		return agentkit.Result{}, fmt.Errorf("no conversion like \"5 km to miles\" found in %q", firstLine(desc))
 	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
+}
+
+func lookUnit(name string) (unit, bool) {
+	u, ok := units[strings.ToLower(strings.TrimPrefix(strings.ToLower(name), "degrees "))]
+	return u, ok
+}
+
+// convert converts one quantity, or the sum of several ("5 km plus 3
+// miles"), to the unit to: "5 km + 3 miles = 9.83 km".
+func convert(quantities string, to unit) (string, error) {
+	var sum float64
+	var terms []string
+	for i, m := range termRE.FindAllStringSubmatch(quantities, -1) {
+		from, ok := lookUnit(m[3])
+		if !ok {
+			return "", fmt.Errorf("cannot add %s %s: %q is not a unit it knows", m[2], m[3], m[3])
+		}
+		if from.kind != to.kind {
+			return "", fmt.Errorf("cannot convert %s (%s) to %s (%s)", from.name, from.kind, to.name, to.kind)
+		}
+		op, num := strings.ToLower(m[1]), m[2]
+		if i == 0 && op != "" { // the first quantity's sign, not a subtraction
+			if op == "-" || op == "minus" {
+				num = "-" + num
+			}
+			op = ""
+		}
+		if i > 0 && from.kind == "temperature" {
+			return "", fmt.Errorf("cannot add temperatures (%s)", strings.TrimSpace(quantities))
+		}
+		v, err := parseNumber(strings.TrimLeft(num, "-"))
+		if err != nil {
+			return "", err
+		}
+		if strings.Count(num, "-")%2 == 1 {
+			v = -v
+		}
+		si := from.toSI(v)
+		if from.kind == "temperature" && si < -273.15 {
+			return "", fmt.Errorf("%s %s is below absolute zero", num, from.name)
+		}
+		switch op {
+		case "-", "minus":
+			sum -= to.frSI(si)
+			terms = append(terms, "- "+num+" "+from.name)
+		case "":
+			sum += to.frSI(si)
+			terms = append(terms, num+" "+from.name)
+		default:
+			sum += to.frSI(si)
+			terms = append(terms, "+ "+num+" "+from.name)
+		}
+	}
+	return fmt.Sprintf("%s = %s %s", strings.Join(terms, " "), strconv.FormatFloat(sum, 'f', 2, 64), to.name), nil
 }

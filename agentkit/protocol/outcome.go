@@ -11,15 +11,24 @@ import (
 // and no part was left undone, failed when nothing was done (no task
 // completed; or the goal did not conclude and had no chat), partial
 // otherwise. A task that had not finished when the chat ended counts as not
-// done, as does a part the launcher gave to nobody (Chat.Undone). The reason
-// names the parts not done; undone lists their texts.
-func GoalOutcome(status string, c *Chat) (outcome, reason string, undone []string) {
-	var done, total int
+// done, as does a part the launcher gave to nobody (Chat.Undone). nested
+// holds the results of the nested teams that did tasks, by task id: a task
+// completed by a nested team that did only part of it (outcome partial) is
+// done in part, so the goal is partial too. The reason names the parts not
+// done; undone lists their texts.
+func GoalOutcome(status string, c *Chat, nested map[string]*GoalResult) (outcome, reason string, undone []string) {
+	var done, inPart, total int
 	var notes []string
 	if c != nil {
 		for _, t := range c.Tasks {
 			total++
 			if t.Status == TaskCompleted {
+				if sub := nested[t.TaskID]; sub != nil && sub.Outcome == OutcomePartial {
+					inPart++
+					undone = append(undone, sub.Undone...)
+					notes = append(notes, fmt.Sprintf("%s (%s) done in part by nested goal %s: %s", t.TaskID, t.Assignee, sub.GoalID, sub.Reason))
+					continue
+				}
 				done++
 				continue
 			}
@@ -47,7 +56,7 @@ func GoalOutcome(status string, c *Chat) (outcome, reason string, undone []strin
 	switch {
 	case status == GoalConcluded && len(notes) == 0:
 		return OutcomeSucceeded, "", nil
-	case done == 0:
+	case done+inPart == 0:
 		outcome = OutcomeFailed
 	default:
 		outcome = OutcomePartial
@@ -56,6 +65,9 @@ func GoalOutcome(status string, c *Chat) (outcome, reason string, undone []strin
 		return outcome, "", nil // a goal that did not conclude: its status reason says why
 	}
 	reason = fmt.Sprintf("%d of %d parts done", done, total)
+	if inPart > 0 {
+		reason += fmt.Sprintf(" (%d more in part)", inPart)
+	}
 	if len(notes) > 0 {
 		reason += "; " + strings.Join(notes, "; ")
 	}

@@ -13,29 +13,36 @@ func TestGoalOutcome(t *testing.T) {
 	tests := []struct {
 		name, status string
 		chat         *Chat
+		nested       map[string]*GoalResult
 		outcome      string
 		reason       []string // parts of the reason
 		undone       []string
 	}{
 		{"every task done", GoalConcluded, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "ok"), task("t2", "b", TaskCompleted, "ok")}},
-			OutcomeSucceeded, nil, nil},
-		{"no tasks, nothing undone", GoalConcluded, &Chat{}, OutcomeSucceeded, nil, nil},
+			nil, OutcomeSucceeded, nil, nil},
+		{"no tasks, nothing undone", GoalConcluded, &Chat{}, nil, OutcomeSucceeded, nil, nil},
 		{"one of two failed", GoalConcluded, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "ok"), task("t2", "b", TaskFailed, "disk full\nmore")}},
-			OutcomePartial, []string{"1 of 2 parts done", "t2 (b) failed: disk full"}, []string{"do t2"}},
+			nil, OutcomePartial, []string{"1 of 2 parts done", "t2 (b) failed: disk full"}, []string{"do t2"}},
 		{"all failed", GoalConcluded, &Chat{Tasks: []TaskState{task("t1", "a", TaskFailed, "")}},
-			OutcomeFailed, []string{"0 of 1 parts done", "t1 (a) failed"}, []string{"do t1"}},
+			nil, OutcomeFailed, []string{"0 of 1 parts done", "t1 (a) failed"}, []string{"do t1"}},
 		{"nobody could do it", GoalConcluded, &Chat{Undone: []string{"write a haiku"}},
-			OutcomeFailed, []string{"0 of 1 parts done", `no registered agent can do "write a haiku"`}, []string{"write a haiku"}},
+			nil, OutcomeFailed, []string{"0 of 1 parts done", `no registered agent can do "write a haiku"`}, []string{"write a haiku"}},
 		{"done, unfinished and undone", GoalConcluded, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "ok"), task("t2", "b", TaskCancelled, "")}, Undone: []string{"x"}},
-			OutcomePartial, []string{"1 of 3 parts done", "t2 (b) did not finish", `no registered agent can do "x"`}, []string{"do t2", "x"}},
+			nil, OutcomePartial, []string{"1 of 3 parts done", "t2 (b) did not finish", `no registered agent can do "x"`}, []string{"do t2", "x"}},
 		{"timed out after some work", GoalTimedOut, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "ok"), task("t2", "b", TaskCancelled, "")}},
-			OutcomePartial, []string{"1 of 2 parts done"}, []string{"do t2"}},
-		{"failed before a chat", GoalFailed, nil, OutcomeFailed, nil, nil},
-		{"cancelled, nothing done", GoalCancelled, &Chat{}, OutcomeFailed, nil, nil},
+			nil, OutcomePartial, []string{"1 of 2 parts done"}, []string{"do t2"}},
+		{"failed before a chat", GoalFailed, nil, nil, OutcomeFailed, nil, nil},
+		{"cancelled, nothing done", GoalCancelled, &Chat{}, nil, OutcomeFailed, nil, nil},
+		{"a nested team did part of the only task", GoalConcluded, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "Partly done")}},
+			map[string]*GoalResult{"t1": {GoalID: "g2", Outcome: OutcomePartial, Reason: "1 of 2 parts done; x failed", Undone: []string{"x"}}},
+			OutcomePartial, []string{"0 of 1 parts done (1 more in part)", "t1 (a) done in part by nested goal g2: 1 of 2 parts done; x failed"}, []string{"x"}},
+		{"a nested team did all of its task", GoalConcluded, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "ok"), task("t2", "b", TaskCompleted, "ok")}},
+			map[string]*GoalResult{"t1": {GoalID: "g2", Outcome: OutcomeSucceeded}, "t3": {GoalID: "g3", Outcome: OutcomePartial}},
+			OutcomeSucceeded, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			outcome, reason, undone := GoalOutcome(tt.status, tt.chat)
+			outcome, reason, undone := GoalOutcome(tt.status, tt.chat, tt.nested)
 			if outcome != tt.outcome || !slices.Equal(undone, tt.undone) {
 				t.Errorf("got %s %v (%q), want %s %v", outcome, undone, reason, tt.outcome, tt.undone)
 			}

@@ -382,7 +382,7 @@ func TestNoCapableAgent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the FSM refuses the conclusion: %v", err)
 	}
-	outcome, reason, undone := protocol.GoalOutcome(ended.Outcome, &ended)
+	outcome, reason, undone := protocol.GoalOutcome(ended.Outcome, &ended, nil)
 	if outcome != protocol.OutcomePartial || !slices.Equal(undone, []string{"summarize them"}) || !strings.Contains(reason, "2 of 3 parts done") {
 		t.Fatalf("outcome %s (%s), undone %v", outcome, reason, undone)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,12 +46,24 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"What is 7 times 6?", "7 * 6 = 42"},
 		{"Convert 10 miles to km, then divide it by 2", "16.09 / 2 = 8.045 (16.09: the result of t1)"},
 		{"Compute 12 * 12, then convert it from km to miles", "144 km = 89.48 miles (144: the result of t1)"},
+		{"What's the average of 3, 5 and 10?", "(3 + 5 + 10) / 3 = 6"},
+		{"What is 5 km plus 3 miles in km?", "5 km + 3 miles = 9.83 km"},
+		{"Prepare a trip budget: compute 4 nights * 120 euros and convert 800 km to miles", "4 nights * 120 = 480"},
 	} {
 		var res protocol.GoalResult
 		err := bus.Request(ctx, st.bus.Conn(), st.bus.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: g.goal, Wait: true}, &res)
 		if err != nil || res.Outcome != protocol.OutcomeSucceeded || !strings.Contains(res.Conclusion, g.want) {
 			t.Errorf("%q = %s %s, %v:\n%s\nwant succeeded with %q", g.goal, res.Status, res.Outcome, err, res.Conclusion, g.want)
 		}
+	}
+	// A nested team that did only part of its task makes the goal partial
+	// (it was reported succeeded), and a haiku is not taken for a report.
+	var res protocol.GoalResult
+	goal := "Prepare a packing budget: convert 20 kg to pounds and write a haiku about it"
+	err = bus.Request(ctx, st.bus.Conn(), st.bus.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: goal, Wait: true}, &res)
+	if err != nil || res.Outcome != protocol.OutcomePartial || !strings.Contains(res.Reason, "done in part by nested goal") ||
+		!strings.Contains(res.Conclusion, "20 kg = 44.09 lb") || !slices.Contains(res.Undone, "write a haiku about it") {
+		t.Errorf("%q = %s %s (%s) undone %q, %v:\n%s\nwant partial, done in part by a nested goal", goal, res.Status, res.Outcome, res.Reason, res.Undone, err, res.Conclusion)
 	}
 
 	// --sandbox names another folder, which must exist.
