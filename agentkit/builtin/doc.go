@@ -15,7 +15,8 @@
 // and 4") and numbers that name what they count before a multiplication or
 // division ("4 nights * 120 euros" is 480). The unit converter also reads a
 // question ("how many miles is 42 km"), adds and subtracts quantities ("5 km
-// plus 3 miles in km"; temperatures are not added) and refuses a temperature
+// plus 3 miles in km", "5 feet 10 inches to cm"; temperatures are not
+// added) and refuses a temperature
 // below absolute zero. The report writer refuses a task that does not ask
 // for a report ("write a haiku about it"): a table of results would pass
 // for done. In both, a task that works on an earlier

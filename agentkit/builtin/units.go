@@ -64,10 +64,11 @@ const unitPat = `°?[a-z/]+(?:\s+per\s+hour)?(?:\s+(?:celsius|fahrenheit|kelvin)
 // quantities converted at once ("5 km plus 3 miles in km"): group 1 is the
 // quantities added before the last one, groups 2 and 3 the last one, group 4
 // the unit to convert to.
-var convRE = regexp.MustCompile(`(?i)((?:-?` + numPat + `\s*` + unitPat + `\s*` + addOp + `\s*)*)` +
+var convRE = regexp.MustCompile(`(?i)((?:-?` + numPat + `\s*` + unitPat + `\s*` + addOp + `?\s*)*)` +
 	`(-?` + numPat + `)\s*(` + unitPat + `)\s+(?:to|in|into)\s+(°?[a-z/]+(?:\s+per\s+hour)?)`)
 
-// addOp joins quantities that are added or subtracted.
+// addOp joins quantities that are added or subtracted; quantities written
+// side by side ("5 feet 10 inches") are added too.
 const addOp = `(?:\+|\bplus\b|\bminus\b|-)`
 
 // termRE is one quantity of a sum with the sign before it.
@@ -115,12 +116,29 @@ func lookUnit(name string) (unit, bool) {
 	return u, ok
 }
 
+// sumTerms are the quantities of a sum, each with its sign. Quantities side
+// by side are one only when they are of the converted kind: in "2 days 5
+// km to miles" the sum is 5 km. One joined by an operator is always part of
+// it (convert refuses it if it does not fit).
+func sumTerms(quantities string, to unit) [][]string {
+	terms := termRE.FindAllStringSubmatch(quantities, -1)
+	for i := len(terms) - 1; i > 0; i-- {
+		if terms[i][1] != "" {
+			continue
+		}
+		if prev, ok := lookUnit(terms[i-1][3]); !ok || prev.kind != to.kind {
+			return terms[i:]
+		}
+	}
+	return terms
+}
+
 // convert converts one quantity, or the sum of several ("5 km plus 3
 // miles"), to the unit to: "5 km + 3 miles = 9.83 km".
 func convert(quantities string, to unit) (string, error) {
 	var sum float64
 	var terms []string
-	for i, m := range termRE.FindAllStringSubmatch(quantities, -1) {
+	for i, m := range sumTerms(quantities, to) {
 		from, ok := lookUnit(m[3])
 		if !ok {
 			return "", fmt.Errorf("cannot add %s %s: %q is not a unit it knows", m[2], m[3], m[3])
@@ -149,11 +167,11 @@ func convert(quantities string, to unit) (string, error) {
 		if from.kind == "temperature" && si < -273.15 {
 			return "", fmt.Errorf("%s %s is below absolute zero", num, from.name)
 		}
-		switch op {
-		case "-", "minus":
+		switch {
+		case op == "-" || op == "minus":
 			sum -= to.frSI(si)
 			terms = append(terms, "- "+num+" "+from.name)
-		case "":
+		case i == 0:
 			sum += to.frSI(si)
 			terms = append(terms, num+" "+from.name)
 		default:
