@@ -27,6 +27,12 @@ func TestWorkers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(box, "notes.txt"), []byte("Agents team up. Agents conclude! Teams teams."), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(box, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(box, "sub", "b.md"), []byte("deep file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	o := builtin.Options{Sandbox: box}
 	for _, tc := range []struct {
 		worker, desc, want, wantErr string
@@ -101,6 +107,11 @@ func TestWorkers(t *testing.T) {
 		{"textstats", "Count the words in notes.txt", "notes.txt: 7 words, 3 sentences, 45 characters; most frequent: agents (2), teams (2), conclude (1)", ""},
 		{"textstats", "Count the words: one two three.", "the text: 3 words, 1 sentences, 15 characters; most frequent: three (1)", ""},
 		{"textstats", "Count the words in ../secret.txt", "", "read ../secret.txt"},
+		{"textstats", "How many words in this text: the cat sat on the mat", "the text: 6 words, 1 sentences, 23 characters", ""},
+		{"textstats", "Count the words in notes.txt and sub/b.md", "notes.txt: 7 words, 3 sentences, 45 characters; most frequent: agents (2), teams (2), conclude (1); sub/b.md: 2 words, 1 sentences, 9 characters; most frequent: deep (1), file (1)", ""},
+		{"textstats", "count the words\n\nResults so far: t1 read notes.txt", "notes.txt: 7 words, 3 sentences, 45 characters; most frequent: agents (2), teams (2), conclude (1)", ""},
+		{"files", "Read /etc/passwd", "", "read /etc/passwd: only files inside the sandbox folder"},
+		{"files", "Read notes.txt and sub/b.md", "notes.txt:\nAgents team up. Agents conclude! Teams teams.\n\nsub/b.md:\ndeep file", ""},
 		{"files", "Read notes.txt", "notes.txt:\nAgents team up. Agents conclude! Teams teams.", ""},
 		{"files", "Read missing.txt", "", "read missing.txt: there is no such file in the sandbox folder " + box},
 		{"report", "Write the report", "", "no earlier results"},

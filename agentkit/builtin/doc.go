@@ -10,21 +10,24 @@
 // things is not reported done having answered one. The calculator also
 // reads arithmetic said in words ("divide 100 by 8", "add 12 and 30", "the
 // square root of 144", "2 to the power of 10") as the expression it means,
-// and a percentage as a factor ("10% of 50% of 200 + 3" is 13), an
-// operation over a list ("the average of 3, 5 and 10", "the sum of 1, 2, 3
-// and 4") and numbers that name what they count before a multiplication or
-// division ("4 nights * 120 euros" is 480). The unit converter also reads a
-// question ("how many miles is 42 km"), adds and subtracts quantities ("5 km
-// plus 3 miles in km", "5 feet 10 inches to cm"; temperatures are not
-// added) and refuses a temperature
-// below absolute zero. The report writer refuses a task that does not ask
-// for a report ("write a haiku about it"): a table of results would pass
-// for done. In both, a task that works on an earlier
-// task's answer ("… then divide it by 2", "… then convert it from km to
-// miles") takes the answer of the last earlier task that completed with one
-// (the number after its last "=") for "it", "that" or "the result", and says
-// so in its result.
+// a percentage as a factor ("10% of 50% of 200 + 3" is 13), an operation
+// over a list ("the average of 3, 5 and 10", "the sum of 1, 2, 3 and 4")
+// and numbers that name what they count before a multiplication or division
+// ("4 nights * 120 euros" is 480). The unit converter also reads a question
+// ("how many miles is 42 km"), adds and subtracts quantities ("5 km plus 3
+// miles in km", "5 feet 10 inches to cm"; temperatures are not added) and
+// refuses a temperature below absolute zero. In both, a task that works on
+// an earlier task's answer ("… then divide it by 2", "… then convert it
+// from km to miles") takes the answer of the last earlier task that
+// completed with one (the number after its last "=") for "it", "that" or
+// "the result", and says so in its result.
 // Numbers are read as people write them: "3,200" and "1,234.5" group
 // thousands, "2,5" has a decimal comma, and a form that is neither
 // ("1.234,5") is refused rather than guessed.
+//
+// The text analyst and the file reader answer every file the task names
+// (or, when it names none, the first file earlier results name), and refuse
+// a path outside their sandbox folder. The report writer refuses a task
+// that does not ask for a report ("write a haiku about it"): a table of
+// results would pass for done.
 package builtin

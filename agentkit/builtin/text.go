@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -18,64 +20,112 @@ import (
 // maxFileBytes bounds what the file workers read.
 const maxFileBytes = 1 << 20
 
-var fileRE = regexp.MustCompile(`[\w\-./]+\.(?:txt|md|csv|json|log|yaml|yml)\b`)
+// fileRE is a file named in a task: a name with a text file's extension
+// ("notes.txt", "sub/b.md"), or a path that starts at a folder ("/etc/passwd",
+// "../x", "~/x"), which sandboxFile then refuses rather than ignores.
+var fileRE = regexp.MustCompile(`(?:^|[\s"'(\x60])((?:~|\.{1,2})?/[\w\-./]*\w|[\w\-./]+\.(?:txt|md|csv|json|log|yaml|yml)\b)`)
 
-// sandboxFile finds a file named in the task and opens it inside the
-// sandbox; paths that leave the sandbox are refused.
-func sandboxFile(sandbox, text string) (string, []byte, error) {
-	name := fileRE.FindString(text)
-	if name == "" {
-		return "", nil, nil
+// namedFile is a file read from the sandbox.
+type namedFile struct {
+	name string
+	data []byte
+}
+
+// sandboxFiles reads every file named in the task's own text (its first
+// paragraph) from the sandbox; when that names none, the first file its
+// later paragraphs (earlier tasks' results) name, so that "count its
+// words" after "read notes.txt" counts notes.txt. It fails on the first
+// file it cannot read, and on paths that leave the sandbox.
+func sandboxFiles(sandbox, text string) ([]namedFile, error) {
+	own, rest, _ := strings.Cut(text, "\n\n")
+	var names []string
+	for _, m := range fileRE.FindAllStringSubmatch(own, -1) {
+		if !slices.Contains(names, m[1]) {
+			names = append(names, m[1])
+		}
 	}
+	if m := fileRE.FindStringSubmatch(rest); len(names) == 0 && m != nil {
+		names = append(names, m[1])
+	}
+	var files []namedFile
+	for _, name := range names {
+		data, err := sandboxFile(sandbox, name)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, namedFile{name, data})
+	}
+	return files, nil
+}
+
+// sandboxFile reads one file inside the sandbox.
+func sandboxFile(sandbox, name string) ([]byte, error) {
 	if sandbox == "" {
-		return name, nil, fmt.Errorf("no sandbox folder is configured to read %s from", name)
+		return nil, fmt.Errorf("no sandbox folder is configured to read %s from", name)
+	}
+	if !filepath.IsLocal(name) {
+		return nil, fmt.Errorf("read %s: only files inside the sandbox folder %s can be read", name, sandbox)
 	}
 	root, err := os.OpenRoot(sandbox)
 	if err != nil {
-		return name, nil, fmt.Errorf("sandbox: %w", err)
+		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	defer root.Close()
 	f, err := root.Open(filepath.Clean(name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return name, nil, fmt.Errorf("read %s: there is no such file in the sandbox folder %s", name, sandbox)
+		return nil, fmt.Errorf("read %s: there is no such file in the sandbox folder %s", name, sandbox)
 	}
 	if err != nil {
-		return name, nil, fmt.Errorf("read %s: %w", name, err)
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	defer f.Close()
-	buf := make([]byte, maxFileBytes+1)
-	n, _ := f.Read(buf)
-	for n < len(buf) {
-		m, err := f.Read(buf[n:])
-		n += m
-		if err != nil || m == 0 {
-			break
-		}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	if n > maxFileBytes {
-		return name, nil, fmt.Errorf("%s is larger than %d bytes", name, maxFileBytes)
+	if len(data) > maxFileBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxFileBytes)
 	}
-	return name, buf[:n], nil
+	return data, nil
 }
 
 type textStats struct{ sandbox string }
 
 func (w textStats) Run(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
-	name, data, err := sandboxFile(w.sandbox, t.TaskDesc)
+	files, err := sandboxFiles(w.sandbox, t.TaskDesc)
 	if err != nil {
 		return agentkit.Result{}, err
 	}
-	text := string(data)
-	if name == "" {
+	if len(files) == 0 {
 		// No file: the text is what follows a colon, or the task itself.
-		text = t.TaskDesc
+		text := t.TaskDesc
 		if _, after, ok := strings.Cut(text, ":"); ok {
 			text = after
 		}
-		name = "the text"
+		files = []namedFile{{"the text", []byte(text)}}
 	}
+	stats := make([]string, len(files))
+	for i, f := range files {
+		stats[i] = f.name + ": " + textStatsOf(string(f.data))
+	}
+	return agentkit.Result{Conclusion: strings.Join(stats, "; ")}, nil
+}
+
+// sentenceRE ends a sentence; text after the last end is one more.
+var sentenceRE = regexp.MustCompile(`[.!?]+(\s|$)`)
+
+func textStatsOf(text string) string {
 	words := strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\'' })
-	sentences := len(regexp.MustCompile(`[.!?]+(\s|$)`).FindAllString(text, -1))
+	ends := sentenceRE.FindAllStringIndex(text, -1)
+	sentences := len(ends)
+	if tail := text; len(ends) > 0 {
+		tail = text[ends[len(ends)-1][1]:]
+		if strings.TrimSpace(tail) != "" {
+			sentences++
+		}
+	} else if len(words) > 0 {
+		sentences = 1
+	}
 	freq := map[string]int{}
 	for _, wd := range words {
 		if len(wd) > 3 {
@@ -98,18 +148,21 @@ func (w textStats) Run(_ context.Context, t agentkit.Task) (agentkit.Result, err
 	for i, wd := range top {
 		top[i] = fmt.Sprintf("%s (%d)", wd, freq[wd])
 	}
-	return agentkit.Result{Conclusion: fmt.Sprintf("%s: %d words, %d sentences, %d characters; most frequent: %s",
-		name, len(words), sentences, len([]rune(text)), strings.Join(top, ", "))}, nil
+	out := fmt.Sprintf("%d words, %d sentences, %d characters", len(words), sentences, len([]rune(text)))
+	if len(top) > 0 {
+		out += "; most frequent: " + strings.Join(top, ", ")
+	}
+	return out
 }
 
 type fileReader struct{ sandbox string }
 
 func (w fileReader) Run(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
-	name, data, err := sandboxFile(w.sandbox, t.TaskDesc)
+	files, err := sandboxFiles(w.sandbox, t.TaskDesc)
 	if err != nil {
 		return agentkit.Result{}, err
 	}
-	if name == "" {
+	if len(files) == 0 {
 		entries, err := os.ReadDir(w.sandbox)
 		if err != nil {
 			return agentkit.Result{}, errors.New("no file named in the task, and the sandbox cannot be listed")
@@ -120,9 +173,13 @@ func (w fileReader) Run(_ context.Context, t agentkit.Task) (agentkit.Result, er
 		}
 		return agentkit.Result{Conclusion: "files: " + strings.Join(names, ", ")}, nil
 	}
-	content := strings.TrimSpace(string(data))
-	if len(content) > 2000 {
-		content = content[:2000] + "…"
+	out := make([]string, len(files))
+	for i, f := range files {
+		content := strings.TrimSpace(string(f.data))
+		if len(content) > 2000 {
+			content = content[:2000] + "…"
+		}
+		out[i] = f.name + ":\n" + content
 	}
-	return agentkit.Result{Conclusion: name + ":\n" + content}, nil
+	return agentkit.Result{Conclusion: strings.Join(out, "\n\n")}, nil
 }
