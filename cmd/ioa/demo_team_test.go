@@ -46,6 +46,7 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"What is 7 times 6?", "7 * 6 = 42"},
 		{"Convert 10 miles to km, then divide it by 2", "16.09 / 2 = 8.045 (16.09: the result of t1)"},
 		{"Compute 12 * 12, then convert it from km to miles", "144 km = 89.48 miles (144: the result of t1)"},
+		{"Open notes.txt", "notes.txt:\nAgents team up. They conclude."},
 		{"What's the average of 3, 5 and 10?", "(3 + 5 + 10) / 3 = 6"},
 		{"What is 5 km plus 3 miles in km?", "5 km + 3 miles = 9.83 km"},
 		{"Prepare a trip budget: compute 4 nights * 120 euros and convert 800 km to miles", "4 nights * 120 = 480"},
