@@ -112,14 +112,20 @@ func (ix *Index) learn(outs []Outcome, now time.Time) []string {
 // numberRE is a number standing alone in a task ("42", "3,200", "16.09").
 var numberRE = regexp.MustCompile(`\b\d[\d.,]*\b`)
 
+// fileNameRE is a file's name or path in a task ("notes.txt", "sub/b.md",
+// "/etc/hosts").
+var fileNameRE = regexp.MustCompile(`\S*/\S*|\b[\w\-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b`)
+
 // learnedText is what of a concluded task joins its agent's card: its first
 // paragraph (later ones carry context, such as the rules policy's "Results so
-// far", which says what other agents did) without its numbers. A number is
-// the task's data, not a skill: learned, "2,500 m to miles" gave the unit
-// converter a rare word "2" that every task with a 2 then matched, and that
-// lowered every other card's match for it ("divide it by 2": the
-// calculator's 0.50 became 0.21, under min_match).
+// far", which says what other agents did) without its numbers and file
+// names. They are the task's data, not a skill: learned, "2,500 m to miles"
+// gave the unit converter a rare word "2" that every task with a 2 then
+// matched, and that lowered every other card's match for it ("divide it by
+// 2": the calculator's 0.50 became 0.21, under min_match); and "count the
+// words in notes.txt" drew "Open notes.txt" to the text analyst.
 func learnedText(task string) string {
 	text, _, _ := strings.Cut(task, "\n\n")
+	text = fileNameRE.ReplaceAllString(text, " ")
 	return strings.Join(strings.Fields(numberRE.ReplaceAllString(text, " ")), " ")
 }

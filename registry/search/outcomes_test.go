@@ -175,6 +175,7 @@ func TestOutcomesDoNotLowerTheMatch(t *testing.T) {
 	if err := ix.SetOutcomes(ctx, "units", []Outcome{
 		{Task: "Convert 2,500 meters to miles", OK: true, At: now},
 		{Task: "How many miles is 42 km", OK: true, At: now},
+		{Task: "Convert the sizes in sub/sizes.csv and units.md to metres", OK: true, At: now},
 		{Task: "convert it to pounds\n\nResults so far:\n- Divide 100 by 8: 100 / 8 = 12.5", OK: true, At: now},
 	}, now); err != nil {
 		t.Fatal(err)
@@ -182,7 +183,7 @@ func TestOutcomesDoNotLowerTheMatch(t *testing.T) {
 	if after := match(q); after < before-1e-9 {
 		t.Errorf("match for %q: %.3f before another agent's outcomes, %.3f after: they lowered it", q, before, after)
 	}
-	if got := ix.learned["units"]; !slices.Equal(got, []string{"Convert meters to miles", "How many miles is km", "convert it to pounds"}) {
+	if got := ix.learned["units"]; !slices.Equal(got, []string{"Convert meters to miles", "How many miles is km", "Convert the sizes in and to metres", "convert it to pounds"}) {
 		t.Errorf("learned %q", got)
 	}
 	// What it learned still helps a task in those words.
