@@ -617,3 +617,26 @@ func TestLiveProgressLineIsRewrittenAndErased(t *testing.T) {
 		t.Fatalf("progress with nothing running: %q", out.String())
 	}
 }
+
+// TestConfigCheckNamesUnknownBuiltins: a misspelt built-in worker passed
+// `ioa config --check` and stopped `ioa serve` only once NATS was up.
+func TestConfigCheckNamesUnknownBuiltins(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "ioa.yaml")
+	body := "agents:\n  - name: calc\n    description: adds\n    worker: {kind: builtin, builtin: calculater}\n"
+	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := `agents[calc].worker.builtin: "calculater" is not a built-in worker (have calculator, files, report, textstats, units)`
+	_, _, err := runCLI(t, newConfigCmd(), "config", "--check", "--config", f)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("config --check: err = %v\nwant it to say %s", err, want)
+	}
+	_, _, err = runCLI(t, newServeCmd(), "serve", "--config", f, "--data-dir", t.TempDir(), "--listen", "none", "--http", "none")
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("serve: err = %v\nwant it to say %s", err, want)
+	}
+	out, _, err := runCLI(t, newConfigCmd(), "config", "--check", "--config", "../../configs/demo.yaml")
+	if err != nil || !strings.Contains(out, "configuration OK (7 agents)") {
+		t.Fatalf("demo.yaml: %q, %v", out, err)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 
+	"github.com/ioa-nats/ioa/agentkit/builtin"
 	"github.com/ioa-nats/ioa/configs"
 	"github.com/spf13/cobra"
 )
@@ -67,7 +69,7 @@ func newConfigCmd() *cobra.Command {
 				_, err := cmd.OutOrStdout().Write(configs.DefaultYAML)
 				return err
 			}
-			c, err := configs.Load(cmd.Flags())
+			c, err := loadConfig(cmd)
 			if err != nil {
 				return err
 			}
@@ -80,9 +82,29 @@ func newConfigCmd() *cobra.Command {
 	return cmd
 }
 
-// loadConfig loads the configuration of a command that took the common flags.
+// loadConfig loads the configuration of a command that took the common
+// flags, and checks the names of its built-in workers, which the configs
+// package does not know: a misspelt one used to pass `ioa config --check`
+// and stop `ioa serve` only after NATS and the registry had started.
 func loadConfig(cmd *cobra.Command) (*configs.Config, error) {
-	return configs.Load(cmd.Flags())
+	c, err := configs.Load(cmd.Flags())
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	for _, a := range c.Agents {
+		if a.Worker.Kind == "builtin" && a.Worker.Builtin != "" && !builtin.Has(a.Worker.Builtin) {
+			bad = append(bad, fmt.Sprintf("agents[%s].worker.builtin: %q is not a built-in worker (have %s)", a.Name, a.Worker.Builtin, strings.Join(builtin.Names(), ", ")))
+		}
+	}
+	if len(bad) > 0 {
+		where := ""
+		if c.File != "" {
+			where = " in " + c.File
+		}
+		return nil, fmt.Errorf("invalid configuration%s:\n  %s", where, strings.Join(bad, "\n  "))
+	}
+	return c, nil
 }
 
 func newLogger(c *configs.Config) *slog.Logger {
