@@ -63,6 +63,7 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "Sum of 1, 2, 3 and 4", "1 + 2 + 3 + 4 = 10", ""},
 		{"calculator", "compute 4 nights * 120 euros", "4 nights * 120 = 480", ""},
 		{"calculator", "3 boxes x 12 eggs / 4 people", "3 boxes x 12 eggs / 4 = 9", ""},
+		{"calculator", "compute 3 max 5", "", "no arithmetic expression"},
 		{"calculator", "Compute 3 * 4 and -5 + 6", "3 * 4 = 12; -5 + 6 = 1", ""},
 		{"calculator", "what is 300 euros divided by 4", "300 euros / 4 = 75", ""},
 		{"calculator", "the product of 2, 3, and 4", "2 * 3 * 4 = 24", ""},

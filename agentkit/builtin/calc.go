@@ -27,7 +27,7 @@ const operand = `[(\-√]*` + numPat + percentOf + `*%?\)*`
 // counts, allowed only for "*", "x", "×", "/" or "÷" (with "+" or "-" it
 // would join "3 * 4 and -5" into one expression); evalExpr leaves such
 // words out.
-const countWord = `\s+[a-zA-Z]{2,}\s*[*/x×÷]`
+const countWord = `\s+[a-zA-Z]{2,}(?:\s*[*/×÷]|\s+x)`
 
 // wordRE is a word in an expression, which evalExpr leaves out.
 var wordRE = regexp.MustCompile(`[a-zA-Z]{2,}`)

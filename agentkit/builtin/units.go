@@ -96,7 +96,7 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	var answers []string
 	for _, m := range convs {
 		to, ok := units[strings.ToLower(m[4])]
-		if _, from := lookUnit(m[3]); !ok || !from {
+		if _, known := lookUnit(m[3]); !ok || !known {
 			continue
 		}
 		answer, err := convert(m[1]+m[2]+" "+m[3], to)
@@ -111,8 +111,10 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
 }
 
+// lookUnit finds a unit by any of its names ("km", "Kilometres", "degrees
+// Celsius").
 func lookUnit(name string) (unit, bool) {
-	u, ok := units[strings.ToLower(strings.TrimPrefix(strings.ToLower(name), "degrees "))]
+	u, ok := units[strings.TrimPrefix(strings.ToLower(name), "degrees ")]
 	return u, ok
 }
 
