@@ -159,6 +159,23 @@ func TestWorkers(t *testing.T) {
 	if got, err := run(t, "units", "convert it from km to miles", o, calc...); err != nil || got != "144 km = 89.48 miles (144: the result of t1)" {
 		t.Errorf("units after t1 = %q, %v", got, err)
 	}
+	// A conversion that names only the unit to convert to takes the earlier
+	// answer's own unit.
+	temp := []agentkit.TaskOutcome{{TaskID: "t1", Status: "completed", Result: "100 °F = 37.78 °C"}}
+	for desc, want := range map[string]string{
+		"to kelvin":                "37.78 °C = 310.93 K (37.78: the result of t1)",
+		"and then to fahrenheit":   "37.78 °C = 100.00 °F (37.78: the result of t1)",
+		"convert it into kelvin.":  "37.78 °C = 310.93 K (37.78: the result of t1)",
+		"convert it from C to K":   "37.78 °C = 310.93 K (37.78: the result of t1)",
+		"convert 5 km to miles":    "5 km = 3.11 miles",
+		"then to miles per hour":   "",
+		"to kelvin, then to miles": "",
+	} {
+		got, err := run(t, "units", desc, o, temp...)
+		if want == "" && err == nil || want != "" && (err != nil || got != want) {
+			t.Errorf("units(%q) after t1 = %q, %v; want %q", desc, got, err, want)
+		}
+	}
 	if _, err := run(t, "calculator", "divide it by 2", o, earlier[1:]...); err == nil || !strings.Contains(err.Error(), "no arithmetic expression") {
 		t.Errorf("after a failed task only: err = %v, want no arithmetic expression", err)
 	}

@@ -116,7 +116,7 @@ func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	exprs := findAll(exprRE, t)
 	var note string
 	if len(exprs) == 0 { // "then divide it by 2"
-		exprs, note = findWithEarlierAnswer(t, exprRE, func(own, n string) string {
+		exprs, note = findWithEarlierAnswer(t, exprRE, func(own, n, _ string) string {
 			return symbols(backRefRE.ReplaceAllString(own, n))
 		})
 	}

@@ -20,7 +20,9 @@
 // an earlier task's answer ("… then divide it by 2", "… then convert it
 // from km to miles") takes the answer of the last earlier task that
 // completed with one (the number after its last "=") for "it", "that" or
-// "the result", and says so in its result.
+// "the result", and says so in its result; a conversion that names only
+// the unit to convert to ("… and then to kelvin") converts that answer from
+// its own unit.
 // Numbers are read as people write them: "3,200" and "1,234.5" group
 // thousands, "2,5" has a decimal comma, and a form that is neither
 // ("1.234,5") is refused rather than guessed.

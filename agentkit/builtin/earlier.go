@@ -19,38 +19,45 @@ const refWords = `(?:the\s+result|that\s+result|the\s+answer|it|that|this)`
 // backRefRE is such a word in a calculation: "divide it by 2".
 var backRefRE = regexp.MustCompile(`(?i)\b` + refWords + `\b`)
 
-// answerRE is an answer in a result: the number after an "=".
-var answerRE = regexp.MustCompile(`=\s*(-?` + numPat + `)`)
+// answerRE is an answer in a result: the number after an "=", and the unit
+// after it if there is one ("= 37.78 °C").
+var answerRE = regexp.MustCompile(`=\s*(-?` + numPat + `)(?:[ \t]*(°?[a-zA-Z/]+))?`)
 
 // earlierAnswer is the answer of the last earlier task that completed with
 // one (the last number after an "=" in its result) and that task's id.
-func earlierAnswer(earlier []agentkit.TaskOutcome) (n, taskID string, ok bool) {
+func earlierAnswer(earlier []agentkit.TaskOutcome) (n, unit, taskID string, ok bool) {
 	for _, e := range slices.Backward(earlier) {
 		if e.Status != "completed" {
 			continue
 		}
 		if ms := answerRE.FindAllStringSubmatch(e.Result, -1); len(ms) > 0 {
-			return ms[len(ms)-1][1], e.TaskID, true
+			last := ms[len(ms)-1]
+			return last[1], last[2], e.TaskID, true
 		}
 	}
-	return "", "", false
+	return "", "", "", false
 }
 
 // unitBackRefRE is an earlier task's answer named by a word before its unit:
 // "convert it from km to miles".
 var unitBackRefRE = regexp.MustCompile(`(?i)\b` + refWords + `\s+(?:from\s+)?(°?[a-z/]+\s+(?:to|in|into)\s)`)
 
+// targetOnlyRE is a conversion that names only the unit to convert to, the
+// earlier answer's unit being the one to convert from: "then to kelvin",
+// "convert it to miles".
+var targetOnlyRE = regexp.MustCompile(`(?i)^\W*(?:(?:and\s+)?then\s+)?(?:convert\s+)?(?:` + refWords + `\s+)?((?:to|in|into)\s+°?[a-z/]+(?:\s+per\s+hour)?)\W*$`)
+
 // findWithEarlierAnswer finds re's matches in the task's own text once
-// rewrite has put the last earlier answer in it, and a note saying where
-// that number came from; nothing when there is no earlier answer or the
-// text still has no match.
-func findWithEarlierAnswer(t agentkit.Task, re *regexp.Regexp, rewrite func(own, n string) string) ([][]string, string) {
-	n, from, ok := earlierAnswer(t.Earlier)
+// rewrite has put the last earlier answer (its number, and its unit when
+// it has one) in it, and a note saying where that number came from;
+// nothing when there is no earlier answer or the text still has no match.
+func findWithEarlierAnswer(t agentkit.Task, re *regexp.Regexp, rewrite func(own, n, unit string) string) ([][]string, string) {
+	n, unit, from, ok := earlierAnswer(t.Earlier)
 	if !ok {
 		return nil, ""
 	}
 	own, rest, _ := strings.Cut(t.TaskDesc, "\n\n")
-	t.TaskDesc, t.TaskAbstract = rewrite(own, n)+"\n\n"+rest, ""
+	t.TaskDesc, t.TaskAbstract = rewrite(own, n, unit)+"\n\n"+rest, ""
 	found := findAll(re, t)
 	if len(found) == 0 {
 		return nil, ""

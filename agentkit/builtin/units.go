@@ -45,7 +45,7 @@ var units = func() map[string]unit {
 	list = append(list,
 		unit{"°C", "temperature", func(v float64) float64 { return v }, func(v float64) float64 { return v }, []string{"°C", "c", "celsius", "degrees celsius"}},
 		unit{"°F", "temperature", func(v float64) float64 { return (v - 32) * 5 / 9 }, func(v float64) float64 { return v*9/5 + 32 }, []string{"°F", "f", "fahrenheit", "degrees fahrenheit"}},
-		unit{"K", "temperature", func(v float64) float64 { return v - 273.15 }, func(v float64) float64 { return v + 273.15 }, []string{"kelvin", "kelvins", "degrees kelvin"}},
+		unit{"K", "temperature", func(v float64) float64 { return v - 273.15 }, func(v float64) float64 { return v + 273.15 }, []string{"K", "k", "kelvin", "kelvins", "degrees kelvin"}},
 	)
 	m := map[string]unit{}
 	for _, u := range list {
@@ -88,8 +88,11 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	t.TaskAbstract = howManyRE.ReplaceAllString(t.TaskAbstract, "$2 to $1")
 	convs := findAll(convRE, t)
 	var note string
-	if len(convs) == 0 { // "then convert it from km to miles"
-		convs, note = findWithEarlierAnswer(t, convRE, func(own, n string) string {
+	if len(convs) == 0 { // "then convert it from km to miles", "then to kelvin"
+		convs, note = findWithEarlierAnswer(t, convRE, func(own, n, unit string) string {
+			if targetOnlyRE.MatchString(own) && unit != "" {
+				return targetOnlyRE.ReplaceAllString(own, n+" "+unit+" $1")
+			}
 			return unitBackRefRE.ReplaceAllString(own, n+" $1")
 		})
 	}

@@ -49,6 +49,8 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"Open notes.txt", "notes.txt:\nAgents team up. They conclude."},
 		{"What's the average of 3, 5 and 10?", "(3 + 5 + 10) / 3 = 6"},
 		{"What is 5 km plus 3 miles in km?", "5 km + 3 miles = 9.83 km"},
+		{"Convert 100 fahrenheit to celsius and then to kelvin", "37.78 °C = 310.93 K (37.78: the result of t1)"},
+		{"Convert 1 gallon to liters and 5 feet 10 inches to cm", "1 gallons = 3.79 l; 5 ft + 10 in = 177.80 cm"},
 		{"Prepare a trip budget: compute 4 nights * 120 euros and convert 800 km to miles", "4 nights * 120 = 480"},
 	} {
 		var res protocol.GoalResult
