@@ -140,12 +140,15 @@ send() {
 	log "sent to $1: $out"
 }
 
-# work TEXT is the agent's skill: ROT13 of the text between single quotes
-# (of all of it when there are none).
+# work TEXT is the agent's skill: ROT13 of the text between double or single
+# quotes (of all of it when there are none).
 work() {
 	local text=$1
 	text=${text%%$'\n\n'*} # later paragraphs carry earlier results
-	if [[ $text == *\'*\'* ]]; then
+	if [[ $text == *\"*\"* ]]; then
+		text=${text#*\"}
+		text=${text%%\"*}
+	elif [[ $text == *\'*\'* ]]; then
 		text=${text#*\'}
 		text=${text%%\'*}
 	fi

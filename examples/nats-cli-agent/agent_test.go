@@ -38,6 +38,8 @@ func TestBashAgent(t *testing.T) {
 	}{
 		// One clause: a sync task.
 		{"sync", "Encode 'Hello NATS' with ROT13.", []string{"ROT13 of 'Hello NATS' is 'Uryyb ANGF'"}},
+		// Double quotes, as people write them (the whole task was encoded).
+		{"double quotes", `ROT13 the text "Hello agents"`, []string{"ROT13 of 'Hello agents' is 'Uryyb ntragf'"}},
 		// Two independent clauses: async tasks, each with task_progress
 		// before its task_result, then a pause on both.
 		{"async", "Encode 'Internet of Agents' with ROT13. Decode 'Uryyb jbeyq' with ROT13.", []string{
