@@ -5,8 +5,8 @@
 # what this prints on stdout as the result (plain text here). A non-zero
 # exit fails the task, with stderr as the reason.
 #
-# This one counts the words of the text between single quotes in the task
-# (all of the task when there are none).
+# This one counts the words of the text between double or single quotes in
+# the task (all of the task when there are none).
 set -eu
 
 task=$(cat)
@@ -21,6 +21,10 @@ fi
 # (other escapes stay as they are: this is a sketch, not a JSON parser).
 desc=$(printf '%s\n' "$desc" | sed 's/\\n\\n.*//; s/\\"/"/g')
 case $desc in
+*\"*\"*)
+	text=${desc#*\"}
+	text=${text%%\"*}
+	;;
 *\'*\'*)
 	text=${desc#*\'}
 	text=${text%%\'*}
