@@ -18,8 +18,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
+	"unicode"
 
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -88,13 +90,16 @@ func run(ctx context.Context, url, creds string) error {
 	return rt.Run(ctx)
 }
 
-// reverse is the worker. It reverses the text between single quotes in the
-// task (all of it when there are none). The context is cancelled when the
-// task times out or the chat ends; a long worker would watch it.
+// reverse is the worker. It reverses the text between double or single
+// quotes in the task (all of its first paragraph when there are none), and
+// when the task asks about a palindrome it says whether the text is one. The
+// context is cancelled when the task times out or the chat ends; a long
+// worker would watch it.
 func reverse(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
-	text := t.TaskDesc
-	if _, q, ok := strings.Cut(text, "'"); ok {
-		text, _, _ = strings.Cut(q, "'")
+	own, _, _ := strings.Cut(t.TaskDesc, "\n\n") // later paragraphs carry earlier results
+	text := own
+	if m := quotedRE.FindStringSubmatch(own); m != nil {
+		text = m[1] + m[2]
 	}
 	if strings.TrimSpace(text) == "" {
 		return agentkit.Result{}, errors.New("nothing to reverse")
@@ -103,5 +108,27 @@ func reverse(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
 	for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
 		r[i], r[j] = r[j], r[i]
 	}
+	if strings.Contains(strings.ToLower(own), "palindrome") {
+		verdict := "is not a palindrome"
+		if letters(text) == letters(string(r)) {
+			verdict = "is a palindrome"
+		}
+		return agentkit.Result{Conclusion: fmt.Sprintf("'%s' %s", text, verdict)}, nil
+	}
 	return agentkit.Result{Conclusion: fmt.Sprintf("'%s' reversed is '%s'", text, string(r))}, nil
+}
+
+// quotedRE is the text between double quotes, or between single quotes
+// that are not inside a word ("don't" has none).
+var quotedRE = regexp.MustCompile(`"([^"]+)"|(?:^|\W)'([^']+)'(?:\W|$)`)
+
+// letters is text in lower case without what is not a letter or digit, as
+// palindromes are read ("A man, a plan" ...).
+func letters(text string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return unicode.ToLower(r)
+		}
+		return -1
+	}, text)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/internal/stacktest"
@@ -34,5 +35,24 @@ func TestJoinServer(t *testing.T) {
 	}
 	if want := "'stressed' reversed is 'desserts'"; !strings.Contains(res.Conclusion, want) {
 		t.Errorf("conclusion:\n%s\nwant it to contain %q", res.Conclusion, want)
+	}
+}
+
+// TestReverse: the worker takes the quoted text however it is quoted, and
+// answers the palindrome check its card offers (it used to reverse the
+// text and call that done).
+func TestReverse(t *testing.T) {
+	for desc, want := range map[string]string{
+		"Spell 'stressed' backwards.":                        "'stressed' reversed is 'desserts'",
+		`Reverse "don't panic"`:                              `'don't panic' reversed is 'cinap t'nod'`,
+		"Don't reverse 'abc', reverse nothing":               "'abc' reversed is 'cba'",
+		`Is "A man, a plan, a canal: Panama" a palindrome?`:  "'A man, a plan, a canal: Panama' is a palindrome",
+		"Check whether 'agents' is a palindrome":             "'agents' is not a palindrome",
+		"reverse abc\n\nResults so far:\n- t1: 'xyz' is ...": "'reverse abc' reversed is 'cba esrever'",
+	} {
+		res, err := reverse(t.Context(), agentkit.Task{Task: protocol.Task{TaskDesc: desc}})
+		if err != nil || res.Conclusion != want {
+			t.Errorf("reverse(%q) = %q, %v; want %q", desc, res.Conclusion, err, want)
+		}
 	}
 }
