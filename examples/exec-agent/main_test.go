@@ -93,6 +93,7 @@ func TestExecWorkers(t *testing.T) {
 		agent, goal, want string
 	}{
 		{"py-stats", "Compute the mean and median of 3, 5 and 10.", "statistics: n=3, mean=6, median=5, stdev=3.606"},
+		{"py-stats", "Compute the mean of 3,200, 5 and 10.", "statistics: n=3, mean=1071.67, median=10"},
 		{"sh-wordcount", "Count the words in 'to be or not to be'.", "'to be or not to be' has 6 words"},
 		{"sh-wordcount", `Count the words in "the quick brown fox".`, "'the quick brown fox' has 4 words"},
 	}

@@ -19,7 +19,8 @@ def main() -> int:
     task = json.load(sys.stdin)
     text = task.get("task_desc") or task.get("task_abstract") or ""
     text = text.split("\n\n", 1)[0]  # later paragraphs carry earlier results
-    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", text)]
+    # "3,200" is three thousand two hundred; "3, 5" two numbers.
+    numbers = [float(n.replace(",", "")) for n in re.findall(r"-?\d+(?:,\d{3})*(?:\.\d+)?", text)]
     if not numbers:
         json.dump({"error": "no numbers in the task"}, sys.stdout)
         return 0
