@@ -32,12 +32,13 @@ const countWord = `\s+[a-zA-Z]{2,}(?:\s*[*/×÷]|\s+x)`
 // wordRE is a word in an expression, which evalExpr leaves out.
 var wordRE = regexp.MustCompile(`[a-zA-Z]{2,}`)
 
-// percentOf continues a percentage with what it is taken of.
-const percentOf = `(?:%\s*of\s*[(\-√]*` + numPat + `)`
+// percentOf continues a percentage with what it is taken of: "15% of 200",
+// or with a word naming it, "15% tip on 84.50", "20% discount on 50".
+const percentOf = `(?:%\s*(?:[a-zA-Z]{2,}\s+)?(?:of|on)\s*[(\-√]*` + numPat + `)`
 
 // percentOfRE is "% of" in an expression: a percentage multiplies what
 // follows ("10% of 50% of 200" is 0.1 * 0.5 * 200).
-var percentOfRE = regexp.MustCompile(`%\s*of`)
+var percentOfRE = regexp.MustCompile(`%\s*(?:[a-zA-Z]{2,}\s+)?(?:of|on)\b`)
 
 // wordOps write arithmetic said in words as the expression it means, so
 // that "divide 100 by 8" is computed rather than reported as having no
@@ -52,6 +53,7 @@ var wordOps = func() []wordOp {
 		{n + `\s+squared\b`, "$1^2"},
 		{n + `\s+cubed\b`, "$1^3"},
 		{n + `\s+(?:raised\s+)?to\s+the\s+power\s+of\s+` + n, "$1^$2"},
+		{n + `\s+(?:raised\s+)?to\s+the\s+(\d+)(?:st|nd|rd|th)(?:\s+power)?\b`, "$1^$2"},
 		{`(?:add|sum\s+of|the\s+sum\s+of)\s+` + n + `\s+(?:and|to|plus)\s+` + n, "$1 + $2"},
 		{`subtract\s+` + n + `\s+from\s+` + n, "$2 - $1"},
 		{`(?:multiply|product\s+of)\s+` + n + `\s+(?:by|and|times|with)\s+` + n, "$1 * $2"},

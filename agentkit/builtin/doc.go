@@ -9,8 +9,9 @@
 // earlier tasks' results), joined by "; ", so that a task asking for two
 // things is not reported done having answered one. The calculator also
 // reads arithmetic said in words ("divide 100 by 8", "add 12 and 30", "the
-// square root of 144", "2 to the power of 10") as the expression it means,
-// a percentage as a factor ("10% of 50% of 200 + 3" is 13), an operation
+// square root of 144", "2 to the power of 10", "2 to the 10th power") as
+// the expression it means, a percentage as a factor ("10% of 50% of 200 +
+// 3" is 13, "15% tip on 84.50" is 12.675), an operation
 // over a list ("the average of 3, 5 and 10", "the sum of 1, 2, 3 and 4")
 // and numbers that name what they count before a multiplication or division
 // ("4 nights * 120 euros" is 480). The unit converter also reads a question

@@ -37,6 +37,9 @@ func TestDemoTeamGoals(t *testing.T) {
 	// matches it better (outcome evidence), a fresh one did not.
 	for _, g := range []struct{ goal, want string }{
 		{"What is 15% of 240 and how many words are in notes.txt?", "how many words are in notes.txt: notes.txt: 5 words, 2 sentences"},
+		{"How far is 10 km in miles?", "10 km = 6.21 miles"},
+		{"I need 2.5 liters in gallons", "2.5 l = 0.66 gallons"},
+		{"Compute 15% tip on 84.50", "15% tip on 84.50 = 12.675"},
 		{"Count the words in notes.txt", "notes.txt: 5 words, 2 sentences"},
 		{"Divide 100 by 8", "100 / 8 = 12.5"},
 		{"What is the square root of 144?", "√144 = 12"},
