@@ -27,6 +27,12 @@ func TestDemoTeamGoals(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(box, "notes.txt"), []byte("Agents team up. They conclude."), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(box, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(box, "sub", "b.md"), []byte("# B\nA file in a folder."), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	st := readyStack(t, cfg, stackOptions{services: true, sandbox: box})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -37,6 +43,7 @@ func TestDemoTeamGoals(t *testing.T) {
 	// matches it better (outcome evidence), a fresh one did not.
 	for _, g := range []struct{ goal, want string }{
 		{"What is 15% of 240 and how many words are in notes.txt?", "how many words are in notes.txt: notes.txt: 5 words, 2 sentences"},
+		{"Read sub/b.md", "sub/b.md:\n# B\nA file in a folder."},
 		{"How far is 10 km in miles?", "10 km = 6.21 miles"},
 		{"I need 2.5 liters in gallons", "2.5 l = 0.66 gallons"},
 		{"Compute 15% tip on 84.50", "15% tip on 84.50 = 12.675"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -409,7 +410,18 @@ type prepared struct {
 	oov   []oovTerm
 }
 
+// fileExtRE is the extension of a file's name in a task.
+var fileExtRE = regexp.MustCompile(`(?i)\b([\w\-]+)\.(?:txt|md|csv|tsv|json|log|ya?ml|xml|html?|pdf|docx?|xlsx?|ini|toml)\b`)
+
+// withFileWord writes the word "file" for the extension of each file name
+// of a query: "Read sub/b.md" asks for a file, and no card says "md" (the
+// extension only diluted the match). The name's own words stay.
+func withFileWord(text string) string {
+	return fileExtRE.ReplaceAllString(text, "$1 file")
+}
+
 func (ix *Index) prepare(ctx context.Context, text string) (prepared, bool, error) {
+	text = withFileWord(text)
 	ts := ix.an.analyze(text)
 	terms := ix.queryTerms(ts)
 	if len(terms) == 0 && strings.TrimSpace(text) == "" {
