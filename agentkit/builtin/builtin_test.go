@@ -153,6 +153,10 @@ func TestWorkers(t *testing.T) {
 		"add 4 to the result":  "4 + 16.09 = 20.09 (16.09: the result of t1)",
 		"what is 10% of that?": "10% of 16.09 = 1.609 (16.09: the result of t1)",
 		"compute 2 * 3":        "2 * 3 = 6",
+		"subtract 10":          "16.09 - 10 = 6.09 (16.09: the result of t1)",
+		"and then add 4":       "4 + 16.09 = 20.09 (16.09: the result of t1)",
+		"divide by 2":          "16.09 / 2 = 8.045 (16.09: the result of t1)",
+		"multiply by 3.":       "16.09 * 3 = 48.27 (16.09: the result of t1)",
 	} {
 		if got, err := run(t, "calculator", desc, o, earlier...); err != nil || got != want {
 			t.Errorf("calculator(%q) after t1 = %q, %v; want %q", desc, got, err, want)

@@ -109,6 +109,26 @@ func symbols(text string) string {
 	return text
 }
 
+// oneOperandRE is an operation missing its first operand, which is the
+// earlier answer: "… and subtract 10", "then divide by 2".
+var oneOperandRE = regexp.MustCompile(`(?i)^\W*(?:(?:and\s+)?then\s+)?(?:(subtract|add)\s+(-?` + numPat + `)|(multiply|divide)\s+by\s+(-?` + numPat + `))\W*$`)
+
+// implicitRef names the earlier answer an operation leaves out: "subtract
+// 10" is "subtract 10 from it", "divide by 2" is "divide it by 2".
+func implicitRef(own string) string {
+	m := oneOperandRE.FindStringSubmatch(own)
+	switch {
+	case m == nil:
+		return own
+	case strings.EqualFold(m[1], "subtract"):
+		return "subtract " + m[2] + " from it"
+	case m[1] != "":
+		return "add " + m[2] + " to it"
+	default:
+		return m[3] + " it by " + m[4]
+	}
+}
+
 // calculate evaluates every expression of the task's own text ("compute
 // 2 + 2 and 3 * 3" answers both: a task answered in part would pass for
 // done), and fails on the first it cannot evaluate.
@@ -119,7 +139,7 @@ func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	var note string
 	if len(exprs) == 0 { // "then divide it by 2"
 		exprs, note = findWithEarlierAnswer(t, exprRE, func(own, n, _ string) string {
-			return symbols(backRefRE.ReplaceAllString(own, n))
+			return symbols(backRefRE.ReplaceAllString(implicitRef(own), n))
 		})
 	}
 	if len(exprs) == 0 {

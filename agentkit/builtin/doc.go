@@ -21,7 +21,8 @@
 // an earlier task's answer ("… then divide it by 2", "… then convert it
 // from km to miles") takes the answer of the last earlier task that
 // completed with one (the number after its last "=") for "it", "that" or
-// "the result", and says so in its result; a conversion that names only
+// "the result" (or for the operand an operation leaves out: "… and
+// subtract 10"), and says so in its result; a conversion that names only
 // the unit to convert to ("… and then to kelvin") converts that answer from
 // its own unit.
 // Numbers are read as people write them: "3,200" and "1,234.5" group

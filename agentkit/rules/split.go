@@ -14,7 +14,8 @@ const maxClauses = 16
 type Clause struct {
 	Text string
 	// Dependent is set when the clause builds on earlier ones: it follows
-	// "then" or "after that", or refers back ("it", "them", "the result").
+	// "then" or "after that", refers back ("it", "them", "the result"), or
+	// is an operation missing its first operand ("subtract 10").
 	Dependent bool
 }
 
@@ -29,7 +30,10 @@ var (
 		`|\s*;\s*(?:and\s+)?|,\s*and\s+`)
 	leadRE     = regexp.MustCompile(`(?i)^(?:(?:and\s+)?then|after\s+that,?|afterwards,?|finally,?|and)\s+`)
 	depStartRE = regexp.MustCompile(`(?i)^(?:then|after\s+that|afterwards|finally|using|with\s+the\s+results?|based\s+on)\b`)
-	backRefRE  = regexp.MustCompile(`(?i)\b(?:it|its|them|their|the\s+results?|those\s+results?|these\s+results?)\b`)
+	// oneOperandRE is an operation missing its first operand, which must
+	// then be an earlier result: "… and subtract 10", "divide by 2".
+	oneOperandRE = regexp.MustCompile(`(?i)^(?:subtract|add)\s+-?\d[\d.,]*$|^(?:multiply|divide)\s+by\s+-?\d[\d.,]*$`)
+	backRefRE    = regexp.MustCompile(`(?i)\b(?:it|its|them|their|the\s+results?|those\s+results?|these\s+results?)\b`)
 )
 
 // Split breaks a goal into clauses: lines, bullets and numbered items,
@@ -106,7 +110,7 @@ func clause(s string, dependent bool) (Clause, bool) {
 	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
 		return Clause{}, false
 	}
-	if backRefRE.MatchString(s) {
+	if backRefRE.MatchString(s) || oneOperandRE.MatchString(s) {
 		dependent = true
 	}
 	return Clause{Text: s, Dependent: dependent}, true

@@ -50,6 +50,10 @@ func TestSplit(t *testing.T) {
 		{"numbered", "1) collect data\n2) plot it", []C{{"collect data", false}, {"plot it", true}}},
 		{"word containing then", "Strengthen the wall", []C{{"Strengthen the wall", false}}},
 		{"first is never dependent", "Then use it", []C{{"use it", false}}},
+		{"an operation without its first operand", "Multiply 12.5 by 4 and subtract 10. Divide by 2",
+			[]C{{"Multiply 12.5 by 4", false}, {"subtract 10", true}, {"Divide by 2", true}}},
+		{"an operation with both", "Multiply 12.5 by 4 and subtract 3 from 10",
+			[]C{{"Multiply 12.5 by 4", false}, {"subtract 3 from 10", false}}},
 		{"using", "Compute the total. Using the result, write an invoice",
 			[]C{{"Compute the total", false}, {"Using the result, write an invoice", true}}},
 	}

@@ -57,6 +57,7 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"Convert 10 miles to km, then divide it by 2", "16.09 / 2 = 8.045 (16.09: the result of t1)"},
 		{"Compute 12 * 12, then convert it from km to miles", "144 km = 89.48 miles (144: the result of t1)"},
 		{"Open notes.txt", "notes.txt:\nAgents team up. They conclude."},
+		{"Multiply 12.5 by 4 and subtract 10", "subtract 10: 50 - 10 = 40 (50: the result of t1)"},
 		{"What's the average of 3, 5 and 10?", "(3 + 5 + 10) / 3 = 6"},
 		{"What is 5 km plus 3 miles in km?", "5 km + 3 miles = 9.83 km"},
 		{"Convert 100 fahrenheit to celsius and then to kelvin", "37.78 °C = 310.93 K (37.78: the result of t1)"},
