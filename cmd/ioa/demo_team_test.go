@@ -46,6 +46,7 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"Read sub/b.md", "sub/b.md:\n# B\nA file in a folder."},
 		{"How far is 10 km in miles?", "10 km = 6.21 miles"},
 		{"I need 2.5 liters in gallons", "2.5 l = 0.66 gallons"},
+		{"Convert 3 lbs to kg", "3 lb = 1.36 kg"},
 		{"Compute 15% tip on 84.50", "15% tip on 84.50 = 12.675"},
 		{"Count the words in notes.txt", "notes.txt: 5 words, 2 sentences"},
 		{"Divide 100 by 8", "100 / 8 = 12.5"},
