@@ -27,6 +27,9 @@ func TestWorkers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(box, "notes.txt"), []byte("Agents team up. Agents conclude! Teams teams."), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(box, "data.csv"), []byte("one,two\n1,2\n3,4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(filepath.Join(box, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +67,12 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "compute 4 nights * 120 euros", "4 nights * 120 = 480", ""},
 		{"calculator", "3 boxes x 12 eggs / 4 people", "3 boxes x 12 eggs / 4 = 9", ""},
 		{"calculator", "compute 3 max 5", "", "no arithmetic expression"},
+		{"calculator", "What is 12 % of 50?", "12 % of 50 = 6", ""},
+		{"calculator", "Compute 7 / 2 and round it", "7 / 2 = 3.5, rounded = 4", ""},
+		{"calculator", "Round 3.14159 to 2 decimals", "3.14159 rounded = 3.14", ""},
+		{"calculator", "compute 10 / 3, rounded to 3 decimal places", "10 / 3 = 3.33333333333, rounded = 3.333", ""},
+		{"calculator", "compute 6 * 7 and round it", "6 * 7 = 42", ""},
+		{"calculator", "round -2,5", "-2,5 rounded = -3", ""},
 		{"calculator", "What is 2 to the 10th power?", "2^10 = 1024", ""},
 		{"calculator", "Compute 15% tip on 84.50", "15% tip on 84.50 = 12.675", ""},
 		{"calculator", "a 20% discount on 50", "20% discount on 50 = 10", ""},
@@ -108,12 +117,13 @@ func TestWorkers(t *testing.T) {
 		{"units", "Convert 1 gallon to liters and 5 feet 10 inches to cm", "1 gallons = 3.79 l; 5 ft + 10 in = 177.80 cm", ""},
 		{"units", "in 2 days 5 km to miles", "5 km = 3.11 miles", ""},
 		{"units", "what is 1 kg 200 g in pounds", "1 kg + 200 g = 2.65 lb", ""},
-		{"textstats", "Count the words in notes.txt", "notes.txt: 7 words, 3 sentences, 45 characters; most frequent: agents (2), teams (2), conclude (1)", ""},
-		{"textstats", "Count the words: one two three.", "the text: 3 words, 1 sentences, 15 characters; most frequent: three (1)", ""},
+		{"textstats", "Count the words in notes.txt", "notes.txt: 7 words, 3 sentences, 1 line, 45 characters; most frequent: agents (2), teams (2), conclude (1)", ""},
+		{"textstats", "Count the words: one two three.", "the text: 3 words, 1 sentence, 1 line, 15 characters; most frequent: three (1)", ""},
 		{"textstats", "Count the words in ../secret.txt", "", "read ../secret.txt"},
-		{"textstats", "How many words in this text: the cat sat on the mat", "the text: 6 words, 1 sentences, 23 characters", ""},
-		{"textstats", "Count the words in notes.txt and sub/b.md", "notes.txt: 7 words, 3 sentences, 45 characters; most frequent: agents (2), teams (2), conclude (1); sub/b.md: 2 words, 1 sentences, 9 characters; most frequent: deep (1), file (1)", ""},
-		{"textstats", "count the words\n\nResults so far: t1 read notes.txt", "notes.txt: 7 words, 3 sentences, 45 characters; most frequent: agents (2), teams (2), conclude (1)", ""},
+		{"textstats", "How many words in this text: the cat sat on the mat", "the text: 6 words, 1 sentence, 1 line, 23 characters", ""},
+		{"textstats", "Count the words in notes.txt and sub/b.md", "notes.txt: 7 words, 3 sentences, 1 line, 45 characters; most frequent: agents (2), teams (2), conclude (1); sub/b.md: 2 words, 1 sentence, 1 line, 9 characters; most frequent: deep (1), file (1)", ""},
+		{"textstats", "count the words\n\nResults so far: t1 read notes.txt", "notes.txt: 7 words, 3 sentences, 1 line, 45 characters; most frequent: agents (2), teams (2), conclude (1)", ""},
+		{"textstats", "How many lines are in data.csv?", "data.csv: 6 words, 1 sentence, 3 lines, 16 characters", ""},
 		{"files", "Read /etc/passwd", "", "read /etc/passwd: only files inside the sandbox folder"},
 		{"files", "Read notes.txt and sub/b.md", "notes.txt:\nAgents team up. Agents conclude! Teams teams.\n\nsub/b.md:\ndeep file", ""},
 		{"files", "Read notes.txt", "notes.txt:\nAgents team up. Agents conclude! Teams teams.", ""},
@@ -150,13 +160,15 @@ func TestWorkers(t *testing.T) {
 	}
 	for desc, want := range map[string]string{
 		"divide it by 2\n\nResults so far:\n- t1: 10 miles = 16.09 km": "16.09 / 2 = 8.045 (16.09: the result of t1)",
-		"add 4 to the result":  "4 + 16.09 = 20.09 (16.09: the result of t1)",
-		"what is 10% of that?": "10% of 16.09 = 1.609 (16.09: the result of t1)",
-		"compute 2 * 3":        "2 * 3 = 6",
-		"subtract 10":          "16.09 - 10 = 6.09 (16.09: the result of t1)",
-		"and then add 4":       "4 + 16.09 = 20.09 (16.09: the result of t1)",
-		"divide by 2":          "16.09 / 2 = 8.045 (16.09: the result of t1)",
-		"multiply by 3.":       "16.09 * 3 = 48.27 (16.09: the result of t1)",
+		"add 4 to the result":   "4 + 16.09 = 20.09 (16.09: the result of t1)",
+		"what is 10% of that?":  "10% of 16.09 = 1.609 (16.09: the result of t1)",
+		"compute 2 * 3":         "2 * 3 = 6",
+		"subtract 10":           "16.09 - 10 = 6.09 (16.09: the result of t1)",
+		"and then add 4":        "4 + 16.09 = 20.09 (16.09: the result of t1)",
+		"divide by 2":           "16.09 / 2 = 8.045 (16.09: the result of t1)",
+		"multiply by 3.":        "16.09 * 3 = 48.27 (16.09: the result of t1)",
+		"round it":              "16.09 rounded = 16 (16.09: the result of t1)",
+		"round it to 1 decimal": "16.09 rounded = 16.1 (16.09: the result of t1)",
 	} {
 		if got, err := run(t, "calculator", desc, o, earlier...); err != nil || got != want {
 			t.Errorf("calculator(%q) after t1 = %q, %v; want %q", desc, got, err, want)

@@ -17,11 +17,11 @@ import (
 // which wordOps writes for "the square root of 144"). A number may name
 // what it counts before a multiplication or division ("4 nights * 120").
 var exprRE = regexp.MustCompile(operand + `(?:(?:` + countWord + `|\s*[-+*/x×÷^])\s*` + operand + `)+|` +
-	`[(\-]*` + numPat + percentOf + `+%?\)*|` + `√\(?-?` + numPat + `\)?`)
+	`[(\-]*` + numPat + percentOf + `+(?:\s*%)?\)*|` + `√\(?-?` + numPat + `\)?`)
 
 // operand is a number with its signs, roots, parentheses and percent sign,
 // or a chain of percentages of it ("10% of 50% of 200").
-const operand = `[(\-√]*` + numPat + percentOf + `*%?\)*`
+const operand = `[(\-√]*` + numPat + percentOf + `*(?:\s*%)?\)*`
 
 // countWord is an operator after a word naming what the number before it
 // counts, allowed only for "*", "x", "×", "/" or "÷" (with "+" or "-" it
@@ -34,7 +34,7 @@ var wordRE = regexp.MustCompile(`[a-zA-Z]{2,}`)
 
 // percentOf continues a percentage with what it is taken of: "15% of 200",
 // or with a word naming it, "15% tip on 84.50", "20% discount on 50".
-const percentOf = `(?:%\s*(?:[a-zA-Z]{2,}\s+)?(?:of|on)\s*[(\-√]*` + numPat + `)`
+const percentOf = `(?:\s*%\s*(?:[a-zA-Z]{2,}\s+)?(?:of|on)\s*[(\-√]*` + numPat + `)`
 
 // percentOfRE is "% of" in an expression: a percentage multiplies what
 // follows ("10% of 50% of 200" is 0.1 * 0.5 * 200).
@@ -109,6 +109,34 @@ func symbols(text string) string {
 	return text
 }
 
+// roundRE asks for a rounded answer, to whole numbers or to a number of
+// decimal places: "… and round it", "round 3.14159 to 2 decimals".
+var roundRE = regexp.MustCompile(`(?i)\bround(?:ed)?\b(?:.*?\bto\s+(\d{1,2})\s+(?:decimal\s+places?|decimals?|places?|digits?))?`)
+
+// roundNumberRE is the number a task asks to round when it has no
+// expression.
+var roundNumberRE = regexp.MustCompile(`(?i)\bround\s+(-?` + numPat + `)`)
+
+// roundTo says whether the task's own text asks for a rounded answer, and
+// to how many decimal places. A rounded answer comes last, after its own
+// "=", so that a later task's "it" takes it.
+func roundTo(desc string) (places int, ok bool) {
+	own, _, _ := strings.Cut(desc, "\n\n")
+	m := roundRE.FindStringSubmatch(own)
+	if m == nil {
+		return 0, false
+	}
+	if m[1] != "" {
+		places, _ = strconv.Atoi(m[1])
+	}
+	return places, true
+}
+
+func roundPlaces(v float64, places int) float64 {
+	p := math.Pow(10, float64(places))
+	return math.Round(v*p) / p
+}
+
 // oneOperandRE is an operation missing its first operand, which is the
 // earlier answer: "… and subtract 10", "then divide by 2".
 var oneOperandRE = regexp.MustCompile(`(?i)^\W*(?:(?:and\s+)?then\s+)?(?:(subtract|add)\s+(-?` + numPat + `)|(multiply|divide)\s+by\s+(-?` + numPat + `))\W*$`)
@@ -142,6 +170,23 @@ func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 			return symbols(backRefRE.ReplaceAllString(implicitRef(own), n))
 		})
 	}
+	places, rounds := roundTo(desc)
+	if len(exprs) == 0 && rounds { // "round 3.14159 to 2 decimals"
+		own, _, _ := strings.Cut(desc, "\n\n")
+		if n, _, from, ok := earlierAnswer(t.Earlier); ok && !roundNumberRE.MatchString(own) { // "… and round it"
+			own, note = backRefRE.ReplaceAllString(own, n), fmt.Sprintf(" (%s: the result of %s)", n, from)
+		}
+		if m := roundNumberRE.FindStringSubmatch(own); m != nil {
+			v, err := parseNumber(strings.TrimPrefix(m[1], "-"))
+			if err != nil {
+				return agentkit.Result{}, err
+			}
+			if strings.HasPrefix(m[1], "-") {
+				v = -v
+			}
+			return agentkit.Result{Conclusion: fmt.Sprintf("%s rounded = %s", m[1], strconv.FormatFloat(roundPlaces(v, places), 'f', places, 64)) + note}, nil
+		}
+	}
 	if len(exprs) == 0 {
 		return agentkit.Result{}, fmt.Errorf("no arithmetic expression found in %q "+
 			`(it computes expressions like "19.5 * 4", "15%% of 200", "divide 100 by 8" or "the average of 3, 5 and 10")`, firstLine(desc))
@@ -154,6 +199,9 @@ func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 			return agentkit.Result{}, fmt.Errorf("%s: %w", expr, err)
 		}
 		answers[i] = fmt.Sprintf("%s = %s", expr, formatNumber(v))
+		if r := roundPlaces(v, places); rounds && r != v {
+			answers[i] += ", rounded = " + strconv.FormatFloat(r, 'f', places, 64)
+		}
 	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
 }

@@ -14,7 +14,8 @@
 // 3" is 13, "15% tip on 84.50" is 12.675), an operation
 // over a list ("the average of 3, 5 and 10", "the sum of 1, 2, 3 and 4")
 // and numbers that name what they count before a multiplication or division
-// ("4 nights * 120 euros" is 480). The unit converter also reads a question
+// ("4 nights * 120 euros" is 480); asked to round ("… and round it", "round
+// 3.14159 to 2 decimals") it gives the rounded answer last. The unit converter also reads a question
 // ("how many miles is 42 km"), adds and subtracts quantities ("5 km plus 3
 // miles in km", "5 feet 10 inches to cm"; temperatures are not added) and
 // refuses a temperature below absolute zero. In both, a task that works on
@@ -29,9 +30,10 @@
 // thousands, "2,5" has a decimal comma, and a form that is neither
 // ("1.234,5") is refused rather than guessed.
 //
-// The text analyst and the file reader answer every file the task names
-// (or, when it names none, the first file earlier results name), and refuse
-// a path outside their sandbox folder. The report writer refuses a task
+// The text analyst counts words, sentences, lines and characters and names
+// the most frequent words. It and the file reader answer every file the
+// task names (or, when it names none, the first file earlier results name),
+// and refuse a path outside their sandbox folder. The report writer refuses a task
 // that does not ask for a report ("write a haiku about it"): a table of
 // results would pass for done.
 package builtin

@@ -148,7 +148,11 @@ func textStatsOf(text string) string {
 	for i, wd := range top {
 		top[i] = fmt.Sprintf("%s (%d)", wd, freq[wd])
 	}
-	out := fmt.Sprintf("%d words, %d sentences, %d characters", len(words), sentences, len([]rune(text)))
+	lines := strings.Count(strings.TrimRight(text, "\n"), "\n")
+	if strings.TrimSpace(text) != "" {
+		lines++
+	}
+	out := fmt.Sprintf("%s, %s, %s, %s", count(len(words), "word"), count(sentences, "sentence"), count(lines, "line"), count(len([]rune(text)), "character"))
 	if len(top) > 0 {
 		out += "; most frequent: " + strings.Join(top, ", ")
 	}
@@ -182,4 +186,12 @@ func (w fileReader) Run(_ context.Context, t agentkit.Task) (agentkit.Result, er
 		out[i] = f.name + ":\n" + content
 	}
 	return agentkit.Result{Conclusion: strings.Join(out, "\n\n")}, nil
+}
+
+// count writes n and its noun, plural unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

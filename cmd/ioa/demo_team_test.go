@@ -27,6 +27,9 @@ func TestDemoTeamGoals(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(box, "notes.txt"), []byte("Agents team up. They conclude."), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(box, "data.csv"), []byte("one,two\n1,2\n3,4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(filepath.Join(box, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +62,9 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"Compute 12 * 12, then convert it from km to miles", "144 km = 89.48 miles (144: the result of t1)"},
 		{"Open notes.txt", "notes.txt:\nAgents team up. They conclude."},
 		{"Multiply 12.5 by 4 and subtract 10", "subtract 10: 50 - 10 = 40 (50: the result of t1)"},
+		{"Compute 7 / 2 and round it", "7 / 2 = 3.5, rounded = 4"},
+		{"What is 12 % of 50?", "12 % of 50 = 6"},
+		{"How many lines are in data.csv?", "data.csv: 6 words, 1 sentence, 3 lines, 16 characters"},
 		{"What's the average of 3, 5 and 10?", "(3 + 5 + 10) / 3 = 6"},
 		{"What is 5 km plus 3 miles in km?", "5 km + 3 miles = 9.83 km"},
 		{"Convert 100 fahrenheit to celsius and then to kelvin", "37.78 °C = 310.93 K (37.78: the result of t1)"},
