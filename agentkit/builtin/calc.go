@@ -132,6 +132,25 @@ func roundTo(desc string) (places int, ok bool) {
 	return places, true
 }
 
+// roundAlone rounds the number a task names without an expression ("round
+// 3.14159 to 2 decimals"), or the earlier answer it refers to ("round it").
+func roundAlone(desc string, earlier []agentkit.TaskOutcome, places int) (string, bool, error) {
+	own, _, _ := strings.Cut(desc, "\n\n")
+	var note string
+	if n, _, from, ok := earlierAnswer(earlier); ok && !roundNumberRE.MatchString(own) {
+		own, note = backRefRE.ReplaceAllString(own, n), fmt.Sprintf(" (%s: the result of %s)", n, from)
+	}
+	m := roundNumberRE.FindStringSubmatch(own)
+	if m == nil {
+		return "", false, nil
+	}
+	v, err := parseSigned(m[1])
+	if err != nil {
+		return "", false, err
+	}
+	return fmt.Sprintf("%s rounded = %s", m[1], strconv.FormatFloat(roundPlaces(v, places), 'f', places, 64)) + note, true, nil
+}
+
 func roundPlaces(v float64, places int) float64 {
 	p := math.Pow(10, float64(places))
 	return math.Round(v*p) / p
@@ -171,20 +190,9 @@ func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		})
 	}
 	places, rounds := roundTo(desc)
-	if len(exprs) == 0 && rounds { // "round 3.14159 to 2 decimals"
-		own, _, _ := strings.Cut(desc, "\n\n")
-		if n, _, from, ok := earlierAnswer(t.Earlier); ok && !roundNumberRE.MatchString(own) { // "… and round it"
-			own, note = backRefRE.ReplaceAllString(own, n), fmt.Sprintf(" (%s: the result of %s)", n, from)
-		}
-		if m := roundNumberRE.FindStringSubmatch(own); m != nil {
-			v, err := parseNumber(strings.TrimPrefix(m[1], "-"))
-			if err != nil {
-				return agentkit.Result{}, err
-			}
-			if strings.HasPrefix(m[1], "-") {
-				v = -v
-			}
-			return agentkit.Result{Conclusion: fmt.Sprintf("%s rounded = %s", m[1], strconv.FormatFloat(roundPlaces(v, places), 'f', places, 64)) + note}, nil
+	if len(exprs) == 0 && rounds { // "round 3.14159 to 2 decimals", "… and round it"
+		if answer, ok, err := roundAlone(desc, t.Earlier, places); ok || err != nil {
+			return agentkit.Result{Conclusion: answer}, err
 		}
 	}
 	if len(exprs) == 0 {

@@ -53,3 +53,13 @@ func plainNumbers(s string) (string, error) {
 	})
 	return out, err
 }
+
+// parseSigned is parseNumber for a number that may start with "-" (an odd
+// number of them makes it negative).
+func parseSigned(s string) (float64, error) {
+	v, err := parseNumber(strings.TrimLeft(s, "-"))
+	if strings.Count(s, "-")%2 == 1 {
+		v = -v
+	}
+	return v, err
+}

@@ -161,12 +161,9 @@ func convert(quantities string, to unit) (string, error) {
 		if i > 0 && from.kind == "temperature" {
 			return "", fmt.Errorf("cannot add temperatures (%s)", strings.TrimSpace(quantities))
 		}
-		v, err := parseNumber(strings.TrimLeft(num, "-"))
+		v, err := parseSigned(num)
 		if err != nil {
 			return "", err
-		}
-		if strings.Count(num, "-")%2 == 1 {
-			v = -v
 		}
 		si := from.toSI(v)
 		if from.kind == "temperature" && si < -273.15 {
