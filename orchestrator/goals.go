@@ -456,6 +456,7 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	var ended, awaiting bool
 	var outcome string
 	var nested map[string]*protocol.GoalResult
+	var nestedOf int // the number of children nested was read from
 	st, err := s.updateGoal(ctx, id, func(g *protocol.GoalStatus) error {
 		// fn runs again on a newer record when a write is refused: what
 		// an earlier run found must not outlive it.
@@ -470,8 +471,8 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 			awaiting = true
 			return errSkip // the chat's end seen again
 		}
-		if sum != nil && len(g.Children) > 0 && nested == nil {
-			nested = s.nestedResults(ctx, g)
+		if sum != nil && len(g.Children) > 0 && len(g.Children) != nestedOf {
+			nested, nestedOf = s.nestedResults(ctx, g), len(g.Children)
 		}
 		if sum != nil && status == protocol.GoalConcluded && g.ApproveBy != "" {
 			g.Result = resultOf(g, status, conclusion, reason, sum, nested)
