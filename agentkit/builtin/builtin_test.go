@@ -2,9 +2,9 @@ package builtin_test
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/builtin"
@@ -24,16 +24,11 @@ func run(t *testing.T, name, desc string, o builtin.Options, earlier ...agentkit
 
 func TestWorkers(t *testing.T) {
 	box := t.TempDir()
-	if err := os.WriteFile(filepath.Join(box, "notes.txt"), []byte("Agents team up. Agents conclude! Teams teams."), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(box, "data.csv"), []byte("one,two\n1,2\n3,4\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(box, "sub"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(box, "sub", "b.md"), []byte("deep file"), 0o644); err != nil {
+	if err := os.CopyFS(box, fstest.MapFS{
+		"notes.txt": {Data: []byte("Agents team up. Agents conclude! Teams teams.")},
+		"data.csv":  {Data: []byte("one,two\n1,2\n3,4\n")},
+		"sub/b.md":  {Data: []byte("deep file")},
+	}); err != nil {
 		t.Fatal(err)
 	}
 	o := builtin.Options{Sandbox: box}

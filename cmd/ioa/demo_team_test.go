@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -24,16 +25,11 @@ func TestDemoTeamGoals(t *testing.T) {
 	if want := filepath.Join(cfg.Bus.DataDir, "sandbox"); err != nil || box != want {
 		t.Fatalf("sandbox = %q, %v; want %q", box, err, want)
 	}
-	if err := os.WriteFile(filepath.Join(box, "notes.txt"), []byte("Agents team up. They conclude."), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(box, "data.csv"), []byte("one,two\n1,2\n3,4\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(box, "sub"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(box, "sub", "b.md"), []byte("# B\nA file in a folder."), 0o644); err != nil {
+	if err := os.CopyFS(box, fstest.MapFS{
+		"notes.txt": {Data: []byte("Agents team up. They conclude.")},
+		"data.csv":  {Data: []byte("one,two\n1,2\n3,4\n")},
+		"sub/b.md":  {Data: []byte("# B\nA file in a folder.")},
+	}); err != nil {
 		t.Fatal(err)
 	}
 	st := readyStack(t, cfg, stackOptions{services: true, sandbox: box})
