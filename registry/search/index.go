@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -408,16 +407,6 @@ type prepared struct {
 	vec   []float32 // nil for the local embedder until the index is locked
 	soft  []softTerm
 	oov   []oovTerm
-}
-
-// fileExtRE is the extension of a file's name in a task.
-var fileExtRE = regexp.MustCompile(`(?i)\b([\w\-]+)\.(?:txt|md|csv|tsv|json|log|ya?ml|xml|html?|pdf|docx?|xlsx?|ini|toml)\b`)
-
-// withFileWord writes the word "file" for the extension of each file name
-// of a query: "Read sub/b.md" asks for a file, and no card says "md" (the
-// extension only diluted the match). The name's own words stay.
-func withFileWord(text string) string {
-	return fileExtRE.ReplaceAllString(text, "$1 file")
 }
 
 func (ix *Index) prepare(ctx context.Context, text string) (prepared, bool, error) {

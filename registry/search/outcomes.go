@@ -112,10 +112,6 @@ func (ix *Index) learn(outs []Outcome, now time.Time) []string {
 // numberRE is a number standing alone in a task ("42", "3,200", "16.09").
 var numberRE = regexp.MustCompile(`\b\d[\d.,]*\b`)
 
-// fileNameRE is a file's name or path in a task ("notes.txt", "sub/b.md",
-// "/etc/hosts").
-var fileNameRE = regexp.MustCompile(`\S*/\S*|\b[\w\-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b`)
-
 // learnedText is what of a concluded task joins its agent's card: its first
 // paragraph (later ones carry context, such as the rules policy's "Results so
 // far", which says what other agents did) without its numbers and file
@@ -126,6 +122,6 @@ var fileNameRE = regexp.MustCompile(`\S*/\S*|\b[\w\-]+\.[A-Za-z][A-Za-z0-9]{0,4}
 // words in notes.txt" drew "Open notes.txt" to the text analyst.
 func learnedText(task string) string {
 	text, _, _ := strings.Cut(task, "\n\n")
-	text = fileNameRE.ReplaceAllString(text, " ")
+	text = withoutFileNames(text)
 	return strings.Join(strings.Fields(numberRE.ReplaceAllString(text, " ")), " ")
 }
