@@ -138,7 +138,7 @@ func roundAlone(desc string, earlier []agentkit.TaskOutcome, places int) (string
 	own, _, _ := strings.Cut(desc, "\n\n")
 	var note string
 	if n, _, from, ok := earlierAnswer(earlier); ok && !roundNumberRE.MatchString(own) {
-		own, note = backRefRE.ReplaceAllString(own, n), fmt.Sprintf(" (%s: the result of %s)", n, from)
+		own, note = backRefRE.ReplaceAllString(own, n), fromEarlier(n, from)
 	}
 	m := roundNumberRE.FindStringSubmatch(own)
 	if m == nil {

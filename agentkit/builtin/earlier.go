@@ -62,5 +62,11 @@ func findWithEarlierAnswer(t agentkit.Task, re *regexp.Regexp, rewrite func(own,
 	if len(found) == 0 {
 		return nil, ""
 	}
-	return found, fmt.Sprintf(" (%s: the result of %s)", n, from)
+	return found, fromEarlier(n, from)
+}
+
+// fromEarlier is the note a result carries when it worked on the answer n
+// of the earlier task taskID.
+func fromEarlier(n, taskID string) string {
+	return fmt.Sprintf(" (%s: the result of %s)", n, taskID)
 }
