@@ -514,8 +514,19 @@ func TestLiveFollowsSubGoals(t *testing.T) {
 		protocol.GoalRequest{Goal: "Plan the trip budget.", Team: []string{"planner"}, MaxDepth: &max1}, &sub); err != nil {
 		t.Fatal(err)
 	}
+	var child string
+	t.Cleanup(func() { // before the stack stops: a failure shows both records
+		if t.Failed() {
+			for _, id := range []string{sub.GoalID, child} {
+				if id != "" {
+					_, g := e.call(t, "GET", "/api/goals/"+id, "", nil)
+					t.Logf("goal %s: %v", id, g)
+				}
+			}
+		}
+	})
 	live := e.follow(t, sub.GoalID)
-	child := next(t, live, "the sub-goal's record", func(ev liveEvent) bool {
+	child = next(t, live, "the sub-goal's record", func(ev liveEvent) bool {
 		return ev.name == "goal" && ev.data["parent_goal_id"] == sub.GoalID
 	}).data["goal_id"].(string)
 	got := nextAll(t, live, "the sub-goal's chat ending, the root's result and record",

@@ -13,7 +13,10 @@ type recorder struct {
 	testing.TB
 	lines    []string
 	cleanups []func()
+	failed   bool
 }
+
+func (r *recorder) Failed() bool { return r.failed }
 
 func (r *recorder) Log(args ...any) { r.lines = append(r.lines, args[0].(string)) }
 func (r *recorder) Logf(format string, a ...any) {
@@ -27,7 +30,8 @@ func (r *recorder) runCleanups() {
 }
 
 // Warnings and errors reach the test's log, one line a record; info and
-// debug do not; nothing is logged once the test's cleanups have run.
+// debug do not when the test passes; nothing is logged once the test's
+// cleanups have run.
 func TestLogger(t *testing.T) {
 	r := &recorder{TB: t}
 	log := Logger(r)
@@ -44,6 +48,32 @@ func TestLogger(t *testing.T) {
 	}
 	if !strings.Contains(r.lines[1], "level=ERROR") || strings.HasSuffix(r.lines[1], "\n") {
 		t.Errorf("second line %q", r.lines[1])
+	}
+}
+
+// A failed test's log ends with the last storyLines info records (not
+// debug), after its warnings.
+func TestLoggerStoryOfAFailure(t *testing.T) {
+	r := &recorder{TB: t}
+	log := Logger(r)
+	for i := range storyLines + 2 {
+		log.Info("step", "n", i)
+	}
+	log.Debug("detail")
+	log.Warn("slow watch")
+	r.failed = true
+	r.runCleanups()
+	if len(r.lines) != storyLines+2 {
+		t.Fatalf("logged %d lines, want %d", len(r.lines), storyLines+2)
+	}
+	if !strings.Contains(r.lines[0], "level=WARN") {
+		t.Errorf("first line %q, want the warning", r.lines[0])
+	}
+	if want := fmt.Sprintf("the services' last %d records below WARN (2 earlier dropped):", storyLines); r.lines[1] != want {
+		t.Errorf("second line %q, want %q", r.lines[1], want)
+	}
+	if !strings.Contains(r.lines[2], "level=INFO msg=step n=2") || !strings.Contains(r.lines[storyLines+1], fmt.Sprintf("n=%d", storyLines+1)) {
+		t.Errorf("story %q ... %q", r.lines[2], r.lines[storyLines+1])
 	}
 }
 
