@@ -486,6 +486,9 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	if err == nil || errors.Is(err, errSkip) {
 		s.unwatchLaunch(id) // ended, or waiting for approval with its chat
 	}
+	if err == nil && sum != nil {
+		s.unlearnDoneInPart(st.CommID, sum.Chat, nested)
+	}
 	switch {
 	case awaiting && err == nil:
 		s.approvalRequested(st)
@@ -537,6 +540,24 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 		s.wg.Go(func() { s.cancelGoal(ctx, child, protocol.GoalCancelled, "parent goal "+id+" ended") })
 	}
 	return nil
+}
+
+// unlearnDoneInPart records as failed, in the registry's outcomes, each task
+// of the chat that its assignee completed through a nested team that did
+// only part of it. The referee recorded the task as completed when its
+// result was logged, before anyone knew; with the same task id this entry
+// replaces that one, and a failure teaches the registry nothing but takes
+// back the credit (registry/search: a trip planner whose nested team could
+// not write a haiku must not be found for haikus).
+func (s *Service) unlearnDoneInPart(comm string, c *protocol.Chat, nested map[string]*protocol.GoalResult) {
+	if c == nil || len(nested) == 0 {
+		return
+	}
+	for _, t := range c.Tasks {
+		if sub := nested[t.TaskID]; sub != nil && sub.Outcome == protocol.OutcomePartial && t.Status == protocol.TaskCompleted {
+			s.recordOutcome(comm, t.Task, protocol.TaskFailed)
+		}
+	}
 }
 
 // nestedResults reads the results of the goal's children that served its

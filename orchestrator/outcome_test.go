@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
+	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/orchestrator"
+	"github.com/ioa-nats/ioa/registry"
 	"github.com/nats-io/nats.go"
 )
 
@@ -177,4 +181,66 @@ func TestFailedSubgoalIsAFailedTask(t *testing.T) {
 	if !strings.Contains(res.Conclusion, "Multiply 6 x 7: 42") || !strings.Contains(res.Conclusion, "Plan the trip budget: FAILED: nested team goal "+child.GoalID+" concluded but did nothing") {
 		t.Fatalf("conclusion:\n%s", res.Conclusion)
 	}
+}
+
+// TestTaskDoneInPartIsNotLearned: a task its assignee completed through a
+// nested team that did only part of it makes the goal partial, and the
+// registry's outcomes hold it as failed, not completed: the planner gets no
+// credit for the haiku its sub-team could not write. The part the planner
+// did itself, in the sub-team, stays completed.
+func TestTaskDoneInPartIsNotLearned(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{MaxDepth: 1})
+	ends := watchEnds(t, w)
+	runAgents(t, w, coordinator(),
+		agentkit.Agent{
+			Card: protocol.AgentCard{Name: "planner", Description: "Plans trips and their budgets.",
+				Capabilities: []string{"trip budget"}, NestedTeams: true},
+			Worker: agentkit.WorkerFunc(func(context.Context, agentkit.Task) (agentkit.Result, error) {
+				return agentkit.Result{Conclusion: "budget: 1200 EUR"}, nil
+			}),
+			Policy: briefing{rules.New(rules.Config{})},
+		})
+	res := w.submitWait(t, protocol.GoalRequest{Goal: "Prepare the trip: plan the trip budget and write a haiku about it.", Team: []string{"planner"}})
+	if !strings.Contains(res.Reason, "done in part by nested goal") {
+		t.Fatalf("result %+v", res)
+	}
+	checkOutcome(t, w, ends, res, protocol.OutcomePartial)
+	root := goalGet(t, w, res.GoalID)
+	if len(root.Children) != 1 {
+		t.Fatalf("children %v, want one sub-goal", root.Children)
+	}
+	child := goalGet(t, w, root.Children[0])
+	kv, err := w.b.KV(t.Context(), bus.BucketOutcomes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{root.CommID + ".t1": protocol.TaskFailed, child.CommID + ".t1": protocol.TaskCompleted}
+	// Written off the chat's path, so maybe just after the goal ended.
+	var got map[string]string
+	for deadline := time.Now().Add(10 * time.Second); !maps.Equal(got, want) && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		e, err := kv.Get(t.Context(), "planner")
+		if err != nil {
+			continue
+		}
+		var rec registry.OutcomeRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		got = map[string]string{}
+		for _, o := range rec.Outcomes {
+			got[o.TaskID] = o.Status
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("the planner's outcomes %v, want %v", got, want)
+	}
+}
+
+// briefing is the rules policy, except that it hands the part of a task
+// after its colon to a sub-team.
+type briefing struct{ *rules.Policy }
+
+func (briefing) NeedsTeam(_ context.Context, q agentkit.TeamCheck) (string, error) {
+	_, brief, _ := strings.Cut(q.Task.TaskDesc, ": ")
+	return brief, nil
 }
