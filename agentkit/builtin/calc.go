@@ -14,14 +14,15 @@ import (
 
 // exprRE finds an arithmetic expression in a task: numbers joined by
 // operators, with optional parentheses, or a square root alone ("√144",
-// which wordOps writes for "the square root of 144"). A number may name
+// which wordOps writes for "the square root of 144"), or a factorial ("7!",
+// not the "5!" of "2.5!", hence the space before it). A number may name
 // what it counts before a multiplication or division ("4 nights * 120").
 var exprRE = regexp.MustCompile(operand + `(?:(?:` + countWord + `|\s*[-+*/x×÷^])\s*` + operand + `)+|` +
-	`[(\-]*` + numPat + percentOf + `+(?:\s*%)?\)*|` + `√\(?-?` + numPat + `\)?`)
+	`[(\-]*` + numPat + percentOf + `+(?:\s*%)?\)*|` + `√\(?-?` + numPat + `\)?|` + `(?:^|\s)\d+!(?:\s*[-+*/x×÷^]\s*` + operand + `)*`)
 
-// operand is a number with its signs, roots, parentheses and percent sign,
-// or a chain of percentages of it ("10% of 50% of 200").
-const operand = `[(\-√]*` + numPat + percentOf + `*(?:\s*%)?\)*`
+// operand is a number with its signs, roots, parentheses, percent sign and
+// factorial, or a chain of percentages of it ("10% of 50% of 200").
+const operand = `[(\-√]*` + numPat + percentOf + `*(?:\s*%|!)?\)*`
 
 // countWord is an operator after a word naming what the number before it
 // counts, allowed only for "*", "x", "×", "/" or "÷" (with "+" or "-" it
@@ -47,6 +48,9 @@ var wordOps = func() []wordOp {
 	n := `(-?` + numPat + `)`
 	var ops []wordOp
 	for _, o := range [][2]string{
+		{n + `\s*(?:percent|per\s+cent)\b`, "$1%"},
+		{`factorial\s+of\s+(\d+)\b`, "$1!"},
+		{`(\d+)\s+factorial\b`, "$1!"},
 		{`square\s+root\s+of\s+` + n, "√$1"},
 		{`sqrt\s*\(\s*` + n + `\s*\)`, "√$1"},
 		{`sqrt\s+` + n, "√$1"},
@@ -74,11 +78,12 @@ type wordOp struct {
 }
 
 // listOpRE is an operation over a list of numbers said in words: "the
-// average of 3, 5 and 10", "the sum of 1, 2, 3 and 4". The list's commas
+// average of 3, 5 and 10", "the sum of 1, 2, 3 and 4", "add 17, 25 and
+// 38". The list's commas
 // are followed by a space, which keeps them apart from "3,200".
 var listOpRE = func() *regexp.Regexp {
 	n := `-?` + numPat
-	return regexp.MustCompile(`(?i)\b(average|mean|sum|total|product)\s+of\s+(` +
+	return regexp.MustCompile(`(?i)\b(?:(average|mean|sum|total|product)\s+of|(add))\s+(` +
 		n + `(?:\s*,\s+` + n + `)*(?:\s*,?\s+and\s+` + n + `))`)
 }()
 
@@ -89,8 +94,8 @@ var listSepRE = regexp.MustCompile(`\s*,?\s+and\s+|\s*,\s+`)
 func listOps(text string) string {
 	return listOpRE.ReplaceAllStringFunc(text, func(m string) string {
 		sub := listOpRE.FindStringSubmatch(m)
-		nums := listSepRE.Split(sub[2], -1)
-		switch strings.ToLower(sub[1]) {
+		nums := listSepRE.Split(sub[3], -1)
+		switch strings.ToLower(sub[1] + sub[2]) {
 		case "average", "mean":
 			return fmt.Sprintf("(%s) / %d", strings.Join(nums, " + "), len(nums))
 		case "product":
@@ -245,8 +250,8 @@ func formatNumber(v float64) string {
 }
 
 // evalExpr evaluates + - * / ^ and √ with parentheses by recursive
-// descent; "x" and "×" multiply, "÷" divides, "a%" is a/100 and "a% of b"
-// takes a percentage.
+// descent; "x" and "×" multiply, "÷" divides, "a%" is a/100, "a% of b"
+// takes a percentage and "n!" is a factorial.
 func evalExpr(s string) (float64, error) {
 	s, err := plainNumbers(s)
 	if err != nil {
@@ -365,9 +370,27 @@ func (p *parser) unary() (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("bad number %q", p.s[start:p.i])
 	}
-	if p.peek() == '%' {
+	switch p.peek() {
+	case '%':
 		p.i++
 		v /= 100
+	case '!':
+		p.i++
+		return factorial(v)
+	}
+	return v, nil
+}
+
+// maxFactorial is the largest n whose factorial is a finite float64.
+const maxFactorial = 170
+
+func factorial(n float64) (float64, error) {
+	if n != math.Trunc(n) || n > maxFactorial {
+		return 0, fmt.Errorf("factorial of %s: only whole numbers up to %d have one here", formatNumber(n), maxFactorial)
+	}
+	v := 1.0
+	for k := 2.0; k <= n; k++ {
+		v *= k
 	}
 	return v, nil
 }

@@ -11,12 +11,16 @@
 // reads arithmetic said in words ("divide 100 by 8", "add 12 and 30", "the
 // square root of 144", "2 to the power of 10", "2 to the 10th power") as
 // the expression it means, a percentage as a factor ("10% of 50% of 200 +
-// 3" is 13, "15% tip on 84.50" is 12.675), an operation
-// over a list ("the average of 3, 5 and 10", "the sum of 1, 2, 3 and 4")
+// 3" is 13, "20 percent of 55 plus 3" is 14, "15% tip on 84.50" is
+// 12.675), a factorial ("7!", "7 factorial"), an operation over a list
+// ("the average of 3, 5 and 10", "the sum of 1, 2, 3 and 4", "add 17, 25
+// and 38")
 // and numbers that name what they count before a multiplication or division
 // ("4 nights * 120 euros" is 480); asked to round ("… and round it", "round
-// 3.14159 to 2 decimals") it gives the rounded answer last. The unit converter also reads a question
-// ("how many miles is 42 km"), adds and subtracts quantities ("5 km plus 3
+// 3.14159 to 2 decimals") it gives the rounded answer last. The unit
+// converter knows length, mass, volume, speed, temperature and time; it
+// also reads a question ("how many miles is 42 km", "how many seconds are
+// in 3 hours"), adds and subtracts quantities ("5 km plus 3
 // miles in km", "5 feet 10 inches to cm"; temperatures are not added) and
 // refuses a temperature below absolute zero. In both, a task that works on
 // an earlier task's answer ("… then divide it by 2", "… then convert it
@@ -31,7 +35,8 @@
 // ("1.234,5") is refused rather than guessed.
 //
 // The text analyst counts words, sentences, lines and characters and names
-// the most frequent words. It and the file reader answer every file the
+// the most frequent words, of each text the task quotes when it names no
+// file. It and the file reader answer every file the
 // task names (or, when it names none, the first file earlier results name),
 // and refuse a path outside their sandbox folder. The report writer refuses a task
 // that does not ask for a report ("write a haiku about it"): a table of

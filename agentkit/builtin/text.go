@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -91,24 +92,51 @@ func sandboxFile(sandbox, name string) ([]byte, error) {
 
 type textStats struct{ sandbox string }
 
+// statsWordRE is what a task asking for text statistics says: a task given
+// to the text analyst by a loose match ("Translate this sentence into
+// French") is refused rather than answered with counts that would pass for
+// done.
+var statsWordRE = regexp.MustCompile(`(?i)\b(count(s|ing)?|how\s+many|number\s+of|statistics|stats|frequen\w*|most\s+common|analy[sz]\w*|length|how\s+long)\b`)
+
 func (w textStats) Run(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
+	own, _, _ := strings.Cut(t.TaskDesc, "\n\n")
+	if !statsWordRE.MatchString(own) && !statsWordRE.MatchString(t.TaskAbstract) {
+		return agentkit.Result{}, fmt.Errorf("%q does not ask for text statistics: the text analyst only counts words, sentences, lines and characters", firstLine(own))
+	}
 	files, err := sandboxFiles(w.sandbox, t.TaskDesc)
 	if err != nil {
 		return agentkit.Result{}, err
 	}
 	if len(files) == 0 {
-		// No file: the text is what follows a colon, or the task itself.
-		text := t.TaskDesc
-		if _, after, ok := strings.Cut(text, ":"); ok {
-			text = after
-		}
-		files = []namedFile{{"the text", []byte(text)}}
+		files = textsOf(t.TaskDesc)
 	}
 	stats := make([]string, len(files))
 	for i, f := range files {
 		stats[i] = f.name + ": " + textStatsOf(string(f.data))
 	}
 	return agentkit.Result{Conclusion: strings.Join(stats, "; ")}, nil
+}
+
+// quotedRE is a text in quotes: "…" or “…”.
+var quotedRE = regexp.MustCompile(`"([^"]+)"|“([^”]+)”`)
+
+// textsOf is what a task that names no file asks about: each text it
+// quotes in its own paragraph ("How many characters are in "hello
+// world"?"), else what follows its first colon, else the task itself.
+func textsOf(desc string) []namedFile {
+	own, _, _ := strings.Cut(desc, "\n\n")
+	var texts []namedFile
+	for _, m := range quotedRE.FindAllStringSubmatch(own, -1) {
+		texts = append(texts, namedFile{strconv.Quote(firstLine(m[1] + m[2])), []byte(m[1] + m[2])})
+	}
+	if len(texts) > 0 {
+		return texts
+	}
+	text := desc
+	if _, after, ok := strings.Cut(text, ":"); ok {
+		text = after
+	}
+	return []namedFile{{"the text", []byte(text)}}
 }
 
 // sentenceRE ends a sentence; text after the last end is one more.

@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -42,6 +43,11 @@ var units = func() map[string]unit {
 	add("gallons", "volume", 3.785411784, "gallon", "gal")
 	add("km/h", "speed", 1/3.6, "kph", "kmh")
 	add("mph", "speed", 0.44704, "miles per hour")
+	add("seconds", "time", 1, "second", "sec", "secs", "s")
+	add("minutes", "time", 60, "minute", "min", "mins")
+	add("hours", "time", 3600, "hour", "hr", "hrs", "h")
+	add("days", "time", 86400, "day")
+	add("weeks", "time", 7*86400, "week")
 	list = append(list,
 		unit{"°C", "temperature", func(v float64) float64 { return v }, func(v float64) float64 { return v }, []string{"°C", "c", "celsius", "degrees celsius"}},
 		unit{"°F", "temperature", func(v float64) float64 { return (v - 32) * 5 / 9 }, func(v float64) float64 { return v*9/5 + 32 }, []string{"°F", "f", "fahrenheit", "degrees fahrenheit"}},
@@ -75,8 +81,8 @@ const addOp = `(?:\+|\bplus\b|\bminus\b|-)`
 var termRE = regexp.MustCompile(`(?i)(` + addOp + `)?\s*(-?` + numPat + `)\s*(` + unitPat + `)`)
 
 // howManyRE is a conversion asked as a question: "how many miles is 42
-// km" is "42 km to miles".
-var howManyRE = regexp.MustCompile(`(?i)\bhow\s+many\s+(°?[a-z/]+(?:\s+per\s+hour)?)\s+(?:is|are|in|make|makes)\s+(-?` + numPat + `\s*°?[a-z/]+(?:\s+per\s+hour)?)`)
+// km" is "42 km to miles", as is "how many seconds are (there) in 3 hours".
+var howManyRE = regexp.MustCompile(`(?i)\bhow\s+many\s+(°?[a-z/]+(?:\s+per\s+hour)?)\s+(?:(?:is|are|make|makes)(?:\s+(?:there\s+)?in)?|in)\s+(-?` + numPat + `\s*°?[a-z/]+(?:\s+per\s+hour)?)`)
 
 // convertUnits converts every "<number> <unit> to <unit>" (or "how many
 // <unit> is <number> <unit>", or a sum of quantities "to <unit>") of the
@@ -172,14 +178,25 @@ func convert(quantities string, to unit) (string, error) {
 		switch {
 		case op == "-" || op == "minus":
 			sum -= to.frSI(si)
-			terms = append(terms, "- "+num+" "+from.name)
+			terms = append(terms, "- "+num+" "+from.label(v))
 		case i == 0:
 			sum += to.frSI(si)
-			terms = append(terms, num+" "+from.name)
+			terms = append(terms, num+" "+from.label(v))
 		default:
 			sum += to.frSI(si)
-			terms = append(terms, "+ "+num+" "+from.name)
+			terms = append(terms, "+ "+num+" "+from.label(v))
 		}
 	}
-	return fmt.Sprintf("%s = %s %s", strings.Join(terms, " "), strconv.FormatFloat(sum, 'f', 2, 64), to.name), nil
+	out := strconv.FormatFloat(sum, 'f', 2, 64)
+	return fmt.Sprintf("%s = %s %s", strings.Join(terms, " "), out, to.label(sum)), nil
+}
+
+// label is the unit's name after the number v: "1 mile", "2 miles". Only
+// names that are words ending in s have a singular; symbols ("km", "lb",
+// "°C") do not change.
+func (u unit) label(v float64) string {
+	if math.Abs(v) == 1 && len(u.name) > 3 && strings.HasSuffix(u.name, "s") {
+		return strings.TrimSuffix(u.name, "s")
+	}
+	return u.name
 }

@@ -64,7 +64,12 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"What's the average of 3, 5 and 10?", "(3 + 5 + 10) / 3 = 6"},
 		{"What is 5 km plus 3 miles in km?", "5 km + 3 miles = 9.83 km"},
 		{"Convert 100 fahrenheit to celsius and then to kelvin", "37.78 °C = 310.93 K (37.78: the result of t1)"},
-		{"Convert 1 gallon to liters and 5 feet 10 inches to cm", "1 gallons = 3.79 l; 5 ft + 10 in = 177.80 cm"},
+		{"Convert 1 gallon to liters and 5 feet 10 inches to cm", "1 gallon = 3.79 l; 5 ft + 10 in = 177.80 cm"},
+		{"What is 20 percent of 55 plus 3?", "20% of 55 + 3 = 14"},
+		{"Add 17, 25 and 38", "17 + 25 + 38 = 80"},
+		{"What is 7 factorial?", "7! = 5040"},
+		{"How many seconds are in 3 hours?", "3 hours = 10800.00 seconds"},
+		{`Count the characters in "hello world"`, `"hello world": 2 words, 1 sentence, 1 line, 11 characters`},
 		{"Prepare a trip budget: compute 4 nights * 120 euros and convert 800 km to miles", "4 nights * 120 = 480"},
 	} {
 		var res protocol.GoalResult
