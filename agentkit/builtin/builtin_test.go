@@ -82,6 +82,11 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "What is 15 per cent of 240?", "15% of 240 = 36", ""},
 		{"calculator", "Add 17, 25 and 38", "17 + 25 + 38 = 80", ""},
 		{"calculator", "What is 7 factorial?", "7! = 5040", ""},
+		{"calculator", "Multiply 3 by 4 by 5", "3 * 4 * 5 = 60", ""},
+		// A number no expression takes is a question read wrong: refused.
+		{"calculator", "What is 3 times the sum of 2 and 5?", "", `read "2 + 5" and did not use 3`},
+		{"calculator", "Compute 19.5 * 4 for 3 people", "", `read "19.5 * 4" and did not use 3`},
+		{"calculator", "Compute 10 / 4 for t1, rounded to 1 decimal, using notes2.txt", "10 / 4 = 2.5", ""},
 		{"calculator", "the factorial of 5", "5! = 120", ""},
 		{"calculator", "compute 2.5! + 1", "", "only whole numbers up to 170"},
 		{"calculator", "compute 3! + 1", "3! + 1 = 7", ""},

@@ -61,6 +61,7 @@ var wordOps = func() []wordOp {
 		{`(?:add|sum\s+of|the\s+sum\s+of)\s+` + n + `\s+(?:and|to|plus)\s+` + n, "$1 + $2"},
 		{`subtract\s+` + n + `\s+from\s+` + n, "$2 - $1"},
 		{`(?:multiply|product\s+of)\s+` + n + `\s+(?:by|and|times|with)\s+` + n, "$1 * $2"},
+		{`(` + numPat + `\s*\*\s*-?` + numPat + `)\s+(?:by|times)\s+` + n, "$1 * $2"}, // "multiply 3 by 4 by 5"
 		{`divide\s+` + n + `\s+by\s+` + n, "$1 / $2"},
 		{n + `(\s+[a-zA-Z]{2,})?\s+divided\s+by\s+` + n, "$1$2 / $3"},
 		{n + `(\s+[a-zA-Z]{2,})?\s+(?:multiplied\s+by|times)\s+` + n, "$1$2 * $3"},
@@ -194,6 +195,12 @@ func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 			return symbols(backRefRE.ReplaceAllString(implicitRef(own), n))
 		})
 	}
+	if len(exprs) > 0 && note == "" {
+		if left := unusedNumbers(t.TaskDesc, exprs); len(left) > 0 {
+			return agentkit.Result{}, fmt.Errorf("%q: the calculator read %s and did not use %s; write the whole calculation as one expression (e.g. \"3 * (2 + 5)\")",
+				firstLine(desc), quoteJoin(exprs), strings.Join(left, ", "))
+		}
+	}
 	places, rounds := roundTo(desc)
 	if len(exprs) == 0 && rounds { // "round 3.14159 to 2 decimals", "… and round it"
 		if answer, ok, err := roundAlone(desc, t.Earlier, places); ok || err != nil {
@@ -217,6 +224,36 @@ func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		}
 	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
+}
+
+// looseNumberRE is a number standing on its own in a text: not part of a
+// word or a name ("t1", "notes2.txt", "10th").
+var looseNumberRE = regexp.MustCompile(`(?:^|[^\w.,])(` + numPat + `)(?:[^\w.,%!]|[.,](?:\W|$)|$)`)
+
+// unusedNumbers are the numbers of the task's own text (desc, as symbols
+// wrote it) that none of the expressions found in it takes, nor a request
+// to round: "multiply 3 by 4 by 5" read as 3 * 4, or "3 times the sum of 2
+// and 5" read as 2 + 5, would be an answer to another question that passes
+// for done.
+func unusedNumbers(desc string, exprs [][]string) []string {
+	own, _, _ := strings.Cut(desc, "\n\n")
+	for _, m := range exprs {
+		own = strings.ReplaceAll(own, m[0], " ") // every copy: findAll keeps one
+	}
+	own = roundRE.ReplaceAllString(own, " ")
+	var left []string
+	for _, m := range looseNumberRE.FindAllStringSubmatch(own, -1) {
+		left = append(left, m[1])
+	}
+	return left
+}
+
+func quoteJoin(exprs [][]string) string {
+	q := make([]string, len(exprs))
+	for i, m := range exprs {
+		q[i] = strconv.Quote(strings.TrimSpace(m[0]))
+	}
+	return strings.Join(q, " and ")
 }
 
 // findAll returns re's distinct matches (with their groups) in the task's

@@ -68,6 +68,7 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"What is 20 percent of 55 plus 3?", "20% of 55 + 3 = 14"},
 		{"Add 17, 25 and 38", "17 + 25 + 38 = 80"},
 		{"What is 7 factorial?", "7! = 5040"},
+		{"Multiply 3 by 4 by 5", "3 * 4 * 5 = 60"},
 		{"How many seconds are in 3 hours?", "3 hours = 10800.00 seconds"},
 		{`Count the characters in "hello world"`, `"hello world": 2 words, 1 sentence, 1 line, 11 characters`},
 		{"Prepare a trip budget: compute 4 nights * 120 euros and convert 800 km to miles", "4 nights * 120 = 480"},
