@@ -226,24 +226,26 @@ func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
 }
 
-// looseNumberRE is a number standing on its own in a text: not part of a
-// word or a name ("t1", "notes2.txt", "10th").
-var looseNumberRE = regexp.MustCompile(`(?:^|[^\w.,])(` + numPat + `)(?:[^\w.,%!]|[.,](?:\W|$)|$)`)
+// operandRE is a number that an operation takes: one next to an operator
+// or an operator word ("3 times", "by 5", "- 2", "20 percent"), not one
+// that only sets the scene ("for 3 people", "in 2026"), nor part of a word
+// or name ("t1", "notes2.txt", "10th").
+var operandRE = regexp.MustCompile(`(?i)(?:(?:\b(?:times|plus|minus|by|over|than)\s+|[-+*/×÷^]\s*)(` + numPat + `)\b` +
+	`|(?:^|[^\w.,])(` + numPat + `)\s*(?:[-+*/×÷^%!]|\b(?:x|times|plus|minus|percent|per\s+cent|squared|cubed|factorial|divided|multiplied|to\s+the)\b))`)
 
 // unusedNumbers are the numbers of the task's own text (desc, as symbols
-// wrote it) that none of the expressions found in it takes, nor a request
-// to round: "multiply 3 by 4 by 5" read as 3 * 4, or "3 times the sum of 2
-// and 5" read as 2 + 5, would be an answer to another question that passes
-// for done.
+// wrote it) that an operation would take but none of the expressions
+// found in it does: "multiply 3 by 4 by 5" read as 3 * 4, or "3 times the
+// sum of 2 and 5" read as 2 + 5, would be an answer to another question
+// that passes for done.
 func unusedNumbers(desc string, exprs [][]string) []string {
 	own, _, _ := strings.Cut(desc, "\n\n")
 	for _, m := range exprs {
 		own = strings.ReplaceAll(own, m[0], " ") // every copy: findAll keeps one
 	}
-	own = roundRE.ReplaceAllString(own, " ")
 	var left []string
-	for _, m := range looseNumberRE.FindAllStringSubmatch(own, -1) {
-		left = append(left, m[1])
+	for _, m := range operandRE.FindAllStringSubmatch(own, -1) {
+		left = append(left, m[1]+m[2])
 	}
 	return left
 }

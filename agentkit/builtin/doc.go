@@ -17,13 +17,15 @@
 // and 38")
 // and numbers that name what they count before a multiplication or division
 // ("4 nights * 120 euros" is 480); asked to round ("… and round it", "round
-// 3.14159 to 2 decimals") it gives the rounded answer last. A number of the
-// task that no expression takes fails the task ("3 times the sum of 2 and
-// 5" is not read as 2 + 5): an answer to another question would pass for
-// done. The unit
-// converter knows length, mass, volume, speed, temperature and time; it
-// also reads a question ("how many miles is 42 km", "how many seconds are
-// in 3 hours"), adds and subtracts quantities ("5 km plus 3
+// 3.14159 to 2 decimals") it gives the rounded answer last. A number next
+// to an operator that no expression takes fails the task ("3 times the
+// sum of 2 and 5" is not read as 2 + 5): an answer to another question
+// would pass for done. The unit converter knows length, mass, volume,
+// speed, temperature and time; it converts lists ("5 km and 3 km to
+// miles", "10 kg to pounds and ounces"), fails a task that leaves a
+// quantity of the kind it converts unconverted, reads a question ("how
+// many miles is 42 km", "how many seconds are in 3 hours"), adds and
+// subtracts quantities ("5 km plus 3
 // miles in km", "5 feet 10 inches to cm"; temperatures are not added) and
 // refuses a temperature below absolute zero. In both, a task that works on
 // an earlier task's answer ("… then divide it by 2", "… then convert it

@@ -90,8 +90,7 @@ var howManyRE = regexp.MustCompile(`(?i)\bhow\s+many\s+(°?[a-z/]+(?:\s+per\s+ho
 // done), and fails on the first between kinds of unit that do not convert.
 func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	desc := t.TaskDesc
-	t.TaskDesc = howManyRE.ReplaceAllString(t.TaskDesc, "$2 to $1")
-	t.TaskAbstract = howManyRE.ReplaceAllString(t.TaskAbstract, "$2 to $1")
+	t.TaskDesc, t.TaskAbstract = conversions(t.TaskDesc), conversions(t.TaskAbstract)
 	convs := findAll(convRE, t)
 	var note string
 	if len(convs) == 0 { // "then convert it from km to miles", "then to kelvin"
@@ -103,6 +102,7 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		})
 	}
 	var answers []string
+	var done [][]string
 	for _, m := range convs {
 		to, ok := units[strings.ToLower(m[4])]
 		if _, known := lookUnit(m[3]); !ok || !known {
@@ -112,12 +112,81 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		if err != nil {
 			return agentkit.Result{}, err
 		}
-		answers = append(answers, answer)
+		answers, done = append(answers, answer), append(done, m)
 	}
 	if len(answers) == 0 {
 		return agentkit.Result{}, fmt.Errorf("no conversion like \"5 km to miles\" found in %q", firstLine(desc))
 	}
+	if note == "" {
+		if left := unusedQuantities(t.TaskDesc, done); len(left) > 0 {
+			return agentkit.Result{}, fmt.Errorf("%q: the unit converter read %s and did not use %s; name each quantity with its unit and the unit to convert it to",
+				firstLine(desc), quoteJoin(done), strings.Join(left, ", "))
+		}
+	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
+}
+
+// unusedQuantities are the quantities of the task's own text (as
+// conversions wrote it) of a kind it converts that none of the conversions
+// done takes: "5 km and 3 km to miles" read as 3 km alone would pass for
+// done. A quantity of another kind sets the scene ("for a 3 day trip,
+// convert 500 km to miles"), as does a number without a unit.
+func unusedQuantities(desc string, done [][]string) []string {
+	own, _, _ := strings.Cut(desc, "\n\n")
+	kinds := map[string]bool{}
+	for _, m := range done {
+		own = strings.ReplaceAll(own, m[0], " ")
+		to, _ := lookUnit(m[4])
+		kinds[to.kind] = true
+	}
+	var left []string
+	for _, m := range termRE.FindAllStringSubmatch(own, -1) {
+		if u, ok := lookUnit(m[3]); ok && kinds[u.kind] {
+			left = append(left, m[2]+" "+m[3])
+		}
+	}
+	return left
+}
+
+// quantity is a number with its unit ("5 km", "-3 °C").
+const quantity = `-?` + numPat + `\s*` + unitPat
+
+// listToRE is a list of quantities converted to one unit: "5 km and 3 km
+// to miles", "1 kg, 2 kg and 500 g in pounds" (group 1 the list, group 2
+// "to <unit>").
+var listToRE = regexp.MustCompile(`(?i)(` + quantity + `(?:\s*,\s+` + quantity + `)*\s*,?\s+and\s+` + quantity + `)\s+((?:to|in|into)\s+°?[a-z/]+(?:\s+per\s+hour)?)`)
+
+// toListRE is a quantity converted to several units: "10 kg to pounds and
+// ounces" (group 1 the quantity, 2 "to", 3 the units).
+var toListRE = regexp.MustCompile(`(?i)(` + quantity + `)\s+(to|in|into)\s+(°?[a-z/]+(?:\s*,\s+°?[a-z/]+)*\s*,?\s+and\s+°?[a-z/]+)\b`)
+
+// conversions writes a task's conversions one by one: a question ("how many
+// miles is 42 km" is "42 km to miles"), a list of quantities ("5 km and 3 km
+// to miles" is "5 km to miles; 3 km to miles") and a list of units ("10 kg
+// to pounds and ounces" is "10 kg to pounds; 10 kg to ounces", when each is
+// a unit: in "5 km to miles and 20 kg to pounds" "and" begins another).
+func conversions(text string) string {
+	text = howManyRE.ReplaceAllString(text, "$2 to $1")
+	text = listToRE.ReplaceAllStringFunc(text, func(m string) string {
+		sub := listToRE.FindStringSubmatch(m)
+		qs := listSepRE.Split(sub[1], -1)
+		for i, q := range qs {
+			qs[i] = q + " " + sub[2]
+		}
+		return strings.Join(qs, "; ")
+	})
+	return toListRE.ReplaceAllStringFunc(text, func(m string) string {
+		sub := toListRE.FindStringSubmatch(m)
+		us := listSepRE.Split(sub[3], -1)
+		out := make([]string, len(us))
+		for i, u := range us {
+			if _, ok := lookUnit(u); !ok {
+				return m
+			}
+			out[i] = sub[1] + " " + sub[2] + " " + u
+		}
+		return strings.Join(out, "; ")
+	})
 }
 
 // lookUnit finds a unit by any of its names ("km", "Kilometres", "degrees

@@ -69,6 +69,8 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"Add 17, 25 and 38", "17 + 25 + 38 = 80"},
 		{"What is 7 factorial?", "7! = 5040"},
 		{"Multiply 3 by 4 by 5", "3 * 4 * 5 = 60"},
+		{"Convert 5 km and 3 km to miles", "5 km = 3.11 miles; 3 km = 1.86 miles"},
+		{"Convert 10 kg to pounds and ounces", "10 kg = 22.05 lb; 10 kg = 352.74 oz"},
 		{"How many seconds are in 3 hours?", "3 hours = 10800.00 seconds"},
 		{`Count the characters in "hello world"`, `"hello world": 2 words, 1 sentence, 1 line, 11 characters`},
 		{"Prepare a trip budget: compute 4 nights * 120 euros and convert 800 km to miles", "4 nights * 120 = 480"},
