@@ -83,6 +83,10 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "Add 17, 25 and 38", "17 + 25 + 38 = 80", ""},
 		{"calculator", "What is 7 factorial?", "7! = 5040", ""},
 		{"calculator", "Multiply 3 by 4 by 5", "3 * 4 * 5 = 60", ""},
+		{"calculator", "What is 1/3 of 90?", "1/3 * 90 = 30", ""},
+		{"calculator", "What is half of 90 and a quarter of 20?", "90 / 2 = 45; 20 / 4 = 5", ""},
+		{"calculator", "double 21, then triple 5", "2 * 21 = 42; 3 * 5 = 15", ""},
+		{"calculator", "3 nights at 90 euros", "3 nights * 90 = 270", ""},
 		// A number no expression takes is a question read wrong: refused.
 		{"calculator", "What is 3 times the sum of 2 and 5?", "", `read "2 + 5" and did not use 3`},
 		{"calculator", "Compute 19.5 * 4 and divide by 3", "", `read "19.5 * 4" and did not use 3`},

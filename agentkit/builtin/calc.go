@@ -50,6 +50,13 @@ var wordOps = func() []wordOp {
 	for _, o := range [][2]string{
 		{n + `\s*(?:percent|per\s+cent)\b`, "$1%"},
 		{`factorial\s+of\s+(\d+)\b`, "$1!"},
+		{`(\d+\s*/\s*\d+)\s+of\s+` + n, "$1 * $2"}, // "1/3 of 90"
+		{`(?:a\s+)?half\s+of\s+` + n, "$1 / 2"},
+		{`(?:a\s+|one\s+)?third\s+of\s+` + n, "$1 / 3"},
+		{`(?:a\s+|one\s+)?quarter\s+of\s+` + n, "$1 / 4"},
+		{`(?:double|twice)\s+` + n, "2 * $1"},
+		{`triple\s+` + n, "3 * $1"},
+		{n + `(\s+[a-zA-Z]{2,})\s+at\s+` + n, "$1$2 * $3"}, // "3 nights at 90 euros"
 		{`(\d+)\s+factorial\b`, "$1!"},
 		{`square\s+root\s+of\s+` + n, "√$1"},
 		{`sqrt\s*\(\s*` + n + `\s*\)`, "√$1"},

@@ -12,7 +12,9 @@
 // square root of 144", "2 to the power of 10", "2 to the 10th power") as
 // the expression it means, a percentage as a factor ("10% of 50% of 200 +
 // 3" is 13, "20 percent of 55 plus 3" is 14, "15% tip on 84.50" is
-// 12.675), a factorial ("7!", "7 factorial"), an operation over a list
+// 12.675), a fraction of a number ("1/3 of 90", "half of 90"), a price
+// ("3 nights at 90 euros" is 270), a factorial ("7!", "7 factorial"), an
+// operation over a list
 // ("the average of 3, 5 and 10", "the sum of 1, 2, 3 and 4", "add 17, 25
 // and 38")
 // and numbers that name what they count before a multiplication or division

@@ -149,11 +149,12 @@ func lastWord(s string) string {
 	return strings.ToLower(s[strings.LastIndexByte(s, ' ')+1:])
 }
 
-// splitAnd splits a clause at each bare " and " that joins two requests:
-// both sides start with a verb (and the left one does not end in one, as
-// "read and write files" does) and have two words or more. A clause with a
-// title ("Packing budget: convert ... and compute ...") stays whole: it is
-// one task whose steps a nested team shares (Steps).
+// splitAnd splits a clause at each bare " and " or ", " that joins two
+// requests: both sides start with a verb (and the left one does not end in
+// one, as "read and write files" does) and have two words or more
+// ("convert 5 km to miles, compute 3 * 3"; not "add 17, 25 and 38"). A
+// clause with a title ("Packing budget: convert ... and compute ...")
+// stays whole: it is one task whose steps a nested team shares (Steps).
 func splitAnd(s string) []string {
 	if strings.Contains(s, ": ") || !verbs[firstWord(s)] {
 		return []string{s}
@@ -161,12 +162,12 @@ func splitAnd(s string) []string {
 	var out []string
 	start := 0
 	for i := 0; ; {
-		j := strings.Index(s[i:], " and ")
+		j, sep := nextJoin(s[i:])
 		if j < 0 {
 			break
 		}
-		left, right := s[start:i+j], s[i+j+len(" and "):]
-		i += j + len(" and ")
+		left, right := s[start:i+j], s[i+j+len(sep):]
+		i += j + len(sep)
 		if len(strings.Fields(left)) < 2 || verbs[lastWord(left)] ||
 			!verbs[firstWord(right)] || len(strings.Fields(right)) < 2 {
 			continue
@@ -175,6 +176,16 @@ func splitAnd(s string) []string {
 		start = i
 	}
 	return append(out, s[start:])
+}
+
+// nextJoin finds the first " and " or ", " in s: its index (-1 if none)
+// and which it is.
+func nextJoin(s string) (int, string) {
+	and, comma := strings.Index(s, " and "), strings.Index(s, ", ")
+	if comma >= 0 && (and < 0 || comma < and) {
+		return comma, ", "
+	}
+	return and, " and "
 }
 
 // Steps breaks a task into the steps a nested team would share: the text
