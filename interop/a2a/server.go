@@ -50,6 +50,15 @@ const SchemeName = "bearer"
 // MetaGoalID is the key of the ioa goal id in an A2A task's metadata.
 const MetaGoalID = "ioa_goal_id"
 
+// MetaOutcome and MetaReason are the keys of a concluded goal's outcome
+// (succeeded or partial) and of its reason (what was not done) in the
+// metadata of its conclusion artifact. A goal that concluded having done
+// nothing ends its task as failed.
+const (
+	MetaOutcome = "ioa_outcome"
+	MetaReason  = "ioa_reason"
+)
+
 // ServerConfig configures the A2A front door.
 type ServerConfig struct {
 	// NC reaches ioa; it must be allowed to submit, get and cancel goals
@@ -532,21 +541,29 @@ func (e *executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 	case res == nil:
 		return nil
 	}
-	switch res.Status {
-	case protocol.GoalConcluded:
+	// A goal that concluded having done nothing (outcome failed) is a
+	// failed task: "completed" would tell the client its request was met.
+	switch {
+	case res.Status == protocol.GoalConcluded && res.Outcome != protocol.OutcomeFailed:
 		art := a2a.NewArtifactEvent(rc, a2a.TextPart{Text: res.Conclusion})
 		art.Artifact.Name = "conclusion"
-		art.Artifact.Metadata = map[string]any{MetaGoalID: goalID, "turns": res.Turns}
+		art.Artifact.Metadata = map[string]any{MetaGoalID: goalID, "turns": res.Turns, MetaOutcome: res.Outcome}
+		if res.Reason != "" {
+			art.Artifact.Metadata[MetaReason] = res.Reason
+		}
 		art.LastChunk = true
 		if err := q.Write(fctx, art); err != nil {
 			s.log.Debug("a2a task not updated", "goal_id", goalID, "err", err)
 			return nil
 		}
 		status(a2a.TaskStateCompleted, res.Conclusion, true)
-	case protocol.GoalCancelled:
+	case res.Status == protocol.GoalCancelled:
 		status(a2a.TaskStateCanceled, "cancelled: "+res.Reason, true)
 	default:
 		text := res.Status
+		if res.Status == protocol.GoalConcluded {
+			text = "nothing done"
+		}
 		if res.Reason != "" {
 			text += ": " + res.Reason
 		}

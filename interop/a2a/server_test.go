@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -54,6 +56,8 @@ func door(t *testing.T, goalTimeout time.Duration, maxGoals ...int) (*stacktest.
 				w := strings.Trim(f[len(f)-1], ".")
 				return w + w, nil
 			}),
+		fnAgent("refuser", "Refuses every request.", []string{"refuse a request"},
+			func(context.Context, agentkit.Task) (string, error) { return "", errors.New("no, never") }),
 		fnAgent("blocker", "Waits forever.", []string{"wait forever"},
 			func(ctx context.Context, _ agentkit.Task) (string, error) {
 				<-ctx.Done()
@@ -133,6 +137,9 @@ func TestFrontDoorCardsAndGoals(t *testing.T) {
 	task, ok := res.(*sdk.Task)
 	if !ok || task.Status.State != sdk.TaskStateCompleted || len(task.Artifacts) != 1 || !strings.Contains(a2a.MessageText(&sdk.Message{Parts: task.Artifacts[0].Parts}), "ticktick") {
 		t.Fatalf("result %#v", res)
+	}
+	if out := task.Artifacts[0].Metadata[a2a.MetaOutcome]; out != protocol.OutcomeSucceeded {
+		t.Errorf("the conclusion's outcome: %v, want succeeded", out)
 	}
 	goalID, _ := task.Metadata[a2a.MetaGoalID].(string)
 	var st protocol.GoalStatus
@@ -246,6 +253,33 @@ func TestFrontDoorFailedGoal(t *testing.T) {
 	task := res.(*sdk.Task)
 	if task.Status.State != sdk.TaskStateFailed || !strings.Contains(a2a.MessageText(task.Status.Message), "timed_out") {
 		t.Errorf("state %s: %s", task.Status.State, a2a.MessageText(task.Status.Message))
+	}
+}
+
+// A goal that concluded having done nothing (its one task failed) is a
+// failed A2A task, saying why; one that did part of it is completed, its
+// conclusion's metadata saying partial and what was not done.
+func TestFrontDoorGoalThatDidNothingFails(t *testing.T) {
+	_, base := door(t, 0)
+	c, _ := goClient(t, base, "/agents/refuser/.well-known/agent-card.json")
+	res, err := c.SendMessage(t.Context(), userMessage("Refuse this request."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	if msg := a2a.MessageText(task.Status.Message); task.Status.State != sdk.TaskStateFailed || !strings.Contains(msg, "nothing done") || !strings.Contains(msg, "no, never") {
+		t.Errorf("state %s: %s", task.Status.State, msg)
+	}
+	c, _ = goClient(t, base, "/.well-known/agent-card.json")
+	res, err = c.SendMessage(t.Context(), userMessage("Double the word tick. Refuse the request."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task = res.(*sdk.Task)
+	if task.Status.State != sdk.TaskStateCompleted || len(task.Artifacts) != 1 ||
+		task.Artifacts[0].Metadata[a2a.MetaOutcome] != protocol.OutcomePartial ||
+		!strings.Contains(fmt.Sprint(task.Artifacts[0].Metadata[a2a.MetaReason]), "1 of 2 parts done") {
+		t.Errorf("state %s, artifacts %+v", task.Status.State, task.Artifacts)
 	}
 }
 

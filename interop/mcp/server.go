@@ -63,19 +63,22 @@ type AgentOut struct {
 	Score        float64  `json:"score,omitempty"`
 }
 
-// GoalOut is a goal's result as the tools return it.
+// GoalOut is a goal's result as the tools return it. Outcome says how much
+// of it was done (succeeded, partial or failed) and Undone what was not.
 type GoalOut struct {
-	GoalID     string `json:"goal_id"`
-	Status     string `json:"status"`
-	Conclusion string `json:"conclusion"`
-	Reason     string `json:"reason,omitempty"`
-	CommID     string `json:"comm_id,omitempty"`
-	Turns      int    `json:"turns"`
-	Elapsed    string `json:"elapsed"`
+	GoalID     string   `json:"goal_id"`
+	Status     string   `json:"status"`
+	Outcome    string   `json:"outcome,omitempty"`
+	Conclusion string   `json:"conclusion"`
+	Reason     string   `json:"reason,omitempty"`
+	Undone     []string `json:"undone,omitempty"`
+	CommID     string   `json:"comm_id,omitempty"`
+	Turns      int      `json:"turns"`
+	Elapsed    string   `json:"elapsed"`
 }
 
 func goalOut(r protocol.GoalResult) GoalOut {
-	return GoalOut{r.GoalID, r.Status, r.Conclusion, r.Reason, r.CommID, r.Turns, r.Elapsed.D().String()}
+	return GoalOut{r.GoalID, r.Status, r.Outcome, r.Conclusion, r.Reason, r.Undone, r.CommID, r.Turns, r.Elapsed.D().String()}
 }
 
 // StatusOut is a goal's record as the tools return it.
@@ -128,7 +131,7 @@ func NewServer(nc *nats.Conn, subj bus.Subjects, o ServerOptions) *sdk.Server {
 	})
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "submit_goal",
-		Description: "Hand a goal to a team of ioa agents and wait for its result: the registry finds the agents, they discuss, split the work into tasks and conclude.",
+		Description: "Hand a goal to a team of ioa agents and wait for its result: the registry finds the agents, they discuss, split the work into tasks and conclude. The result's outcome says whether all of it (succeeded), part of it (partial) or none of it (failed, an error) was done.",
 	}, func(ctx context.Context, _ *sdk.CallToolRequest, a SubmitArgs) (*sdk.CallToolResult, GoalOut, error) {
 		goal := strings.TrimSpace(a.Goal)
 		if goal == "" {
@@ -150,13 +153,19 @@ func NewServer(nc *nats.Conn, subj bus.Subjects, o ServerOptions) *sdk.Server {
 		if err != nil {
 			return nil, GoalOut{}, fmt.Errorf("submit: %w", err)
 		}
-		text := fmt.Sprintf("goal %s %s after %d turns:\n%s", res.GoalID, res.Status, res.Turns, res.Conclusion)
+		status := res.Status
+		if res.Outcome != "" {
+			status += " (" + res.Outcome + ")"
+		}
+		text := fmt.Sprintf("goal %s %s after %d turns:\n%s", res.GoalID, status, res.Turns, res.Conclusion)
 		if res.Reason != "" {
 			text += "\n(reason: " + res.Reason + ")"
 		}
+		// A goal that concluded having done nothing is an error to the
+		// client, as one that failed is: its request was not met.
 		return &sdk.CallToolResult{
 			Content: []sdk.Content{&sdk.TextContent{Text: text}},
-			IsError: res.Status != protocol.GoalConcluded,
+			IsError: res.Status != protocol.GoalConcluded || res.Outcome == protocol.OutcomeFailed,
 		}, goalOut(res), nil
 	})
 	sdk.AddTool(s, &sdk.Tool{

@@ -93,8 +93,17 @@ func TestServerSubmitsGoalsForAClient(t *testing.T) {
 	}
 	var res mcp.GoalOut
 	raw, _ := json.Marshal(r.StructuredContent)
-	if err := json.Unmarshal(raw, &res); err != nil || res.Status != protocol.GoalConcluded || res.GoalID == "" {
+	if err := json.Unmarshal(raw, &res); err != nil || res.Status != protocol.GoalConcluded || res.Outcome != protocol.OutcomeSucceeded || res.GoalID == "" {
 		t.Fatalf("structured result %s: %v", raw, err)
+	}
+	// A goal nobody could do concludes having done nothing: an error to
+	// the client, saying what was not done.
+	r = call(t, cs, "submit_goal", map[string]any{"goal": "Write a haiku about the moon."})
+	var none mcp.GoalOut
+	raw, _ = json.Marshal(r.StructuredContent)
+	if err := json.Unmarshal(raw, &none); err != nil || !r.IsError || none.Outcome != protocol.OutcomeFailed ||
+		len(none.Undone) != 1 || !strings.Contains(text(r), "concluded (failed)") {
+		t.Errorf("a goal nobody could do: error=%v %s; structured %s", r.IsError, text(r), raw)
 	}
 
 	r = call(t, cs, "goal_status", map[string]any{"goal_id": res.GoalID})
