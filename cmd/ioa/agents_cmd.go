@@ -90,8 +90,9 @@ func newAgentsLsCmd() *cobra.Command {
 func newAgentsGetCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show an agent's card and whether it is online",
+		Use:     "get NAME",
+		Aliases: []string{"show"},
+		Short:   "Show an agent's card and whether it is online",
 		Example: `  ioa agents get multiplier
   ioa agents get multiplier --json`,
 		Args: cobra.ExactArgs(1),

@@ -640,3 +640,31 @@ func TestConfigCheckNamesUnknownBuiltins(t *testing.T) {
 		t.Fatalf("demo.yaml: %q, %v", out, err)
 	}
 }
+
+// A word a group of commands does not know is an error naming the group's
+// commands, whatever flags follow it; the group alone prints its help; and
+// "show" is "get", as the groups' help says.
+func TestUnknownSubcommand(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		root := newRootCmd()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(args)
+		err := root.ExecuteContext(t.Context())
+		return out.String(), err
+	}
+	for _, args := range [][]string{{"goals", "frobnicate"}, {"goals", "frobnicate", "--data-dir", "x"}, {"agents", "frob"}, {"chat", "leave"}} {
+		if _, err := run(args...); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("unknown command %q for \"ioa %s\" (its commands: ", args[1], args[0])) {
+			t.Errorf("ioa %s: %v", strings.Join(args, " "), err)
+		}
+	}
+	if out, err := run("goals"); err != nil || !strings.Contains(out, "Available Commands:") {
+		t.Errorf("ioa goals: %v\n%s", err, out)
+	}
+	for _, group := range []string{"goals", "agents"} {
+		if out, err := run(group, "show", "--help"); err != nil || !strings.Contains(out, "ioa "+group+" get") {
+			t.Errorf("ioa %s show --help: %v\n%s", group, err, out)
+		}
+	}
+}

@@ -99,8 +99,9 @@ func newGoalsLsCmd() *cobra.Command {
 func newGoalsGetCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "get ID",
-		Short: "Show a goal: its status, team, sub-goals and result",
+		Use:     "get ID",
+		Aliases: []string{"show"},
+		Short:   "Show a goal: its status, team, sub-goals and result",
 		Example: `  ioa goals get g_2a9Xk1
   ioa goals get g_2a9Xk1 --json | jq .result.conclusion`,
 		Args: cobra.ExactArgs(1),

@@ -33,7 +33,40 @@ tasks finish, spin off nested sub-teams and conclude.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newDemoCmd(), newServeCmd(), newBenchCmd(), newGoalCmd(), newWatchCmd(), newAgentsCmd(), newGoalsCmd(), newAgentCmd(), newVersionCmd(), newConfigCmd(), newRegistryCmd(), newMCPCmd(), newChatCmd())
+	for _, c := range root.Commands() {
+		refuseUnknownSubcommands(c)
+	}
 	return root
+}
+
+// refuseUnknownSubcommands makes a group of commands ("ioa goals") say
+// that a word it does not know is no command of it, with exit status 1:
+// cobra would print the group's help and exit 0 ("ioa goals frobnicate"),
+// or, with a flag after it, complain about the flag ("ioa goals show ID
+// --data-dir data": unknown flag --data-dir).
+func refuseUnknownSubcommands(c *cobra.Command) {
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unknown command %q for %q (its commands: %s)", args[0], cmd.CommandPath(), strings.Join(subcommandNames(cmd), ", "))
+		}
+		return nil
+	}
+	c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	c.DisableFlagsInUseLine = true
+	c.FParseErrWhitelist.UnknownFlags = true // the unknown command is the error to report
+}
+
+func subcommandNames(c *cobra.Command) []string {
+	var names []string
+	for _, s := range c.Commands() {
+		if s.IsAvailableCommand() {
+			names = append(names, s.Name())
+		}
+	}
+	return names
 }
 
 func newVersionCmd() *cobra.Command {
