@@ -91,6 +91,8 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "What is 3 times the sum of 2 and 5?", "", `read "2 + 5" and did not use 3`},
 		{"calculator", "Compute 19.5 * 4 and divide by 3", "", `read "19.5 * 4" and did not use 3`},
 		{"calculator", "For 3 people in 2026, compute 19.5 * 4", "19.5 * 4 = 78", ""},
+		{"calculator", "For the 3-day trip compute 19.5 * 4", "19.5 * 4 = 78", ""},
+		{"calculator", "Compute 19.5 * 4 and 10 - 3", "19.5 * 4 = 78; 10 - 3 = 7", ""},
 		{"calculator", "Compute 10 / 4 for t1, rounded to 1 decimal, using notes2.txt", "10 / 4 = 2.5", ""},
 		{"calculator", "the factorial of 5", "5! = 120", ""},
 		{"calculator", "compute 2.5! + 1", "", "only whole numbers up to 170"},

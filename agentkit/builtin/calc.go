@@ -235,10 +235,10 @@ func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 
 // operandRE is a number that an operation takes: one next to an operator
 // or an operator word ("3 times", "by 5", "- 2", "20 percent"), not one
-// that only sets the scene ("for 3 people", "in 2026"), nor part of a word
-// or name ("t1", "notes2.txt", "10th").
+// that only sets the scene ("for 3 people", "in 2026", "a 3-day trip"),
+// nor part of a word or name ("t1", "notes2.txt", "10th").
 var operandRE = regexp.MustCompile(`(?i)(?:(?:\b(?:times|plus|minus|by|over|than)\s+|[-+*/×÷^]\s*)(` + numPat + `)\b` +
-	`|(?:^|[^\w.,])(` + numPat + `)\s*(?:[-+*/×÷^%!]|\b(?:x|times|plus|minus|percent|per\s+cent|squared|cubed|factorial|divided|multiplied|to\s+the)\b))`)
+	`|(?:^|[^\w.,])(` + numPat + `)\s*(?:[+*/×÷^%!]|-[\s\d(]|\b(?:x|times|plus|minus|percent|per\s+cent|squared|cubed|factorial|divided|multiplied|to\s+the)\b))`)
 
 // unusedNumbers are the numbers of the task's own text (desc, as symbols
 // wrote it) that an operation would take but none of the expressions
