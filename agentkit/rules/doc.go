@@ -3,9 +3,10 @@
 // machine with no model key does the whole job.
 //
 // The launcher splits the goal into clauses (Split): at lines, bullets,
-// sentences, "; ", ", and", "then", and at a bare "and" only between two
-// requests that each start with a verb of a closed list ("convert 30 C to F
-// and compute 12 * 12", not "buy salt and pepper"), so that a goal of two
+// sentences, "; ", ", and", "then", and at a bare "and" or "," only between
+// two requests that each start with a verb of a closed list ("convert 30 C
+// to F and compute 12 * 12", "convert 5 km to miles, compute 3 * 3", not
+// "buy salt and pepper" nor "add 17, 25 and 38"), so that a goal of two
 // requests is not given whole to the agent that serves one of them and
 // reported done. It finds a member for each clause by the registry's ranking, assigns the independent clauses as one async
 // task assignment, pauses on them, assigns the dependent clauses ("then
