@@ -70,6 +70,7 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"What is 7 factorial?", "7! = 5040"},
 		{"Multiply 3 by 4 by 5", "3 * 4 * 5 = 60"},
 		{"What is 1/3 of 90?", "1/3 * 90 = 30"},
+		{"What is 100 divided by 3?", "100 / 3 = 33.3333333333"},
 		{"Convert 1 km to m, then convert that to cm", "1000.00 m = 100000.00 cm (1000.00: the result of t1)"},
 		{"Convert 5 km to miles, compute 3 * 3 and write a report", "| compute 3 * 3 | calculator | 3 * 3 = 9 |"},
 		{"Convert 5 km and 3 km to miles", "5 km = 3.11 miles; 3 km = 1.86 miles"},

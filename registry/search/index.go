@@ -410,7 +410,7 @@ type prepared struct {
 }
 
 func (ix *Index) prepare(ctx context.Context, text string) (prepared, bool, error) {
-	text = withFileWord(text)
+	text = withOperatorWords(withFileWord(text))
 	ts := ix.an.analyze(text)
 	terms := ix.queryTerms(ts)
 	if len(terms) == 0 && strings.TrimSpace(text) == "" {
@@ -631,11 +631,10 @@ func (ix *Index) searchOne(ctx context.Context, p prepared, limit int, wh map[st
 	}
 	out := make(map[int32]signals, len(cs))
 	for _, c := range cs {
-		m := c.match
-		if len(p.soft) == 0 && len(p.oov) == 0 {
-			m = 1 // no word of the text says anything of the cards: nothing to judge by
-		}
-		out[c.id] = signals{score: fused[c.id], match: m}
+		// A text with no word to judge a card by (stop words, numbers:
+		// "What is of?", "1/3") matches no card: 1 here handed such a
+		// clause to whichever agent ranked first, a person included.
+		out[c.id] = signals{score: fused[c.id], match: c.match}
 	}
 	return out, nil
 }

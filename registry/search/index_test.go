@@ -68,6 +68,51 @@ func TestSearchRanksTheRightAgent(t *testing.T) {
 	}
 }
 
+// A query with no word to judge a card by (stop words, numbers, a
+// fraction) matches no card: it used to match every card at 1, so the
+// first-ranked agent was handed it whatever it could do.
+func TestNothingToJudgeByMatchesNothing(t *testing.T) {
+	ix := newTestIndex(t)
+	for _, q := range []string{"What is of?", "42", "is", "?!"} {
+		hits, err := ix.Search(t.Context(), Query{Texts: []string{q}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hits {
+			if h.Match != 0 {
+				t.Errorf("%q: %s matches %.3f, want 0", q, h.Name, h.Match)
+			}
+		}
+	}
+	hits, err := ix.Search(t.Context(), Query{Texts: []string{"plan my meals"}})
+	if err != nil || len(hits) == 0 || hits[0].Match < 0.3 {
+		t.Errorf("plan my meals: %+v %v, want a match", hits, err)
+	}
+}
+
+// Arithmetic in symbols reads as the words cards use for it: "What is
+// 1/3?" had no word left and matched nobody.
+func TestOperatorsAreWords(t *testing.T) {
+	for in, want := range map[string]string{
+		"What is 1/3 of 90?":  "What is 1 divided by 3 of 90?",
+		"Compute 6*7 + 2":     "Compute 6 times 7 plus 2",
+		"1+2+3":               "1 plus 2 plus 3",
+		"15% of 2^(3)":        "15 percent of 2 power (3)",
+		"km/h and 2026-12-03": "km/h and 2026 minus 12 minus 03",
+	} {
+		if got := withOperatorWords(in); got != want {
+			t.Errorf("withOperatorWords(%q) = %q, want %q", in, got, want)
+		}
+	}
+	ix := buildIndex(t, append(slices.Clone(testDocs), Doc{Name: "calculator", Description: "Evaluates arithmetic.", Capabilities: []string{"divide one number by another", "what percent of a number is"}}))
+	for _, q := range []string{"What is 1/3?", "What is 15% of 240?"} {
+		hits, err := ix.Search(t.Context(), Query{Texts: []string{q}})
+		if err != nil || len(hits) == 0 || hits[0].Name != "calculator" || hits[0].Match < 0.2 {
+			t.Errorf("%q: %+v %v, want the calculator matched", q, hits, err)
+		}
+	}
+}
+
 func TestUpsertReplaces(t *testing.T) {
 	ix := newTestIndex(t)
 	ctx := t.Context()
