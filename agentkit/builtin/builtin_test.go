@@ -83,6 +83,7 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "Add 17, 25 and 38", "17 + 25 + 38 = 80", ""},
 		{"calculator", "What is 7 factorial?", "7! = 5040", ""},
 		{"calculator", "Multiply 3 by 4 by 5", "3 * 4 * 5 = 60", ""},
+		{"calculator", "Compute 1e3 + 1 and 2.5E-2 * 4", "1000 + 1 = 1001; 0.025 * 4 = 0.1", ""},
 		{"calculator", "What is 1/3 of 90?", "1/3 * 90 = 30", ""},
 		{"calculator", "What is half of 90 and a quarter of 20?", "90 / 2 = 45; 20 / 4 = 5", ""},
 		{"calculator", "double 21, then triple 5", "2 * 21 = 42; 3 * 5 = 15", ""},
@@ -132,6 +133,8 @@ func TestWorkers(t *testing.T) {
 		{"units", "20 celsius plus 5 celsius in fahrenheit", "", "cannot add temperatures"},
 		{"units", "Convert 1 gallon to liters and 5 feet 10 inches to cm", "1 gallon = 3.79 l; 5 ft + 10 in = 177.80 cm", ""},
 		{"units", "Convert 1 mile to meters", "1 mile = 1609.34 m", ""},
+		{"units", "Convert 5 km to miles and round to 1 decimal", "5 km = 3.1 miles", ""},
+		{"units", "convert 100 fahrenheit to celsius, rounded", "100 °F = 38 °C", ""},
 		{"units", "How many seconds are in 3 hours?", "3 hours = 10800.00 seconds", ""},
 		{"units", "how many minutes are there in 2 days?", "2 days = 2880.00 minutes", ""},
 		{"units", "convert 90 minutes to hours and 2 weeks to days", "90 minutes = 1.50 hours; 2 weeks = 14.00 days", ""},
@@ -192,16 +195,16 @@ func TestWorkers(t *testing.T) {
 		{TaskID: "t2", Status: "failed", Result: "x = 5"},
 	}
 	for desc, want := range map[string]string{
-		"divide it by 2\n\nResults so far:\n- t1: 10 miles = 16.09 km": "16.09 / 2 = 8.045 (16.09: the result of t1)",
-		"add 4 to the result":   "4 + 16.09 = 20.09 (16.09: the result of t1)",
-		"what is 10% of that?":  "10% of 16.09 = 1.609 (16.09: the result of t1)",
+		"divide it by 2\n\nResults so far:\n- t1: 10 miles = 16.09 km": "16.09344 / 2 = 8.04672 (16.09344: the result of t1)",
+		"add 4 to the result":   "4 + 16.09344 = 20.09344 (16.09344: the result of t1)",
+		"what is 10% of that?":  "10% of 16.09344 = 1.609344 (16.09344: the result of t1)",
 		"compute 2 * 3":         "2 * 3 = 6",
-		"subtract 10":           "16.09 - 10 = 6.09 (16.09: the result of t1)",
-		"and then add 4":        "4 + 16.09 = 20.09 (16.09: the result of t1)",
-		"divide by 2":           "16.09 / 2 = 8.045 (16.09: the result of t1)",
-		"multiply by 3.":        "16.09 * 3 = 48.27 (16.09: the result of t1)",
-		"round it":              "16.09 rounded = 16 (16.09: the result of t1)",
-		"round it to 1 decimal": "16.09 rounded = 16.1 (16.09: the result of t1)",
+		"subtract 10":           "16.09344 - 10 = 6.09344 (16.09344: the result of t1)",
+		"and then add 4":        "4 + 16.09344 = 20.09344 (16.09344: the result of t1)",
+		"divide by 2":           "16.09344 / 2 = 8.04672 (16.09344: the result of t1)",
+		"multiply by 3.":        "16.09344 * 3 = 48.28032 (16.09344: the result of t1)",
+		"round it":              "16.09344 rounded = 16 (16.09344: the result of t1)",
+		"round it to 1 decimal": "16.09344 rounded = 16.1 (16.09344: the result of t1)",
 	} {
 		if got, err := run(t, "calculator", desc, o, earlier...); err != nil || got != want {
 			t.Errorf("calculator(%q) after t1 = %q, %v; want %q", desc, got, err, want)
@@ -215,10 +218,10 @@ func TestWorkers(t *testing.T) {
 	// answer's own unit.
 	temp := []agentkit.TaskOutcome{{TaskID: "t1", Status: "completed", Result: "100 °F = 37.78 °C"}}
 	for desc, want := range map[string]string{
-		"to kelvin":                "37.78 °C = 310.93 K (37.78: the result of t1)",
-		"and then to fahrenheit":   "37.78 °C = 100.00 °F (37.78: the result of t1)",
-		"convert it into kelvin.":  "37.78 °C = 310.93 K (37.78: the result of t1)",
-		"convert it from C to K":   "37.78 °C = 310.93 K (37.78: the result of t1)",
+		"to kelvin":                "37.7777777778 °C = 310.93 K (37.7777777778: the result of t1)",
+		"and then to fahrenheit":   "37.7777777778 °C = 100.00 °F (37.7777777778: the result of t1)",
+		"convert it into kelvin.":  "37.7777777778 °C = 310.93 K (37.7777777778: the result of t1)",
+		"convert it from C to K":   "37.7777777778 °C = 310.93 K (37.7777777778: the result of t1)",
 		"convert 5 km to miles":    "5 km = 3.11 miles",
 		"then to miles per hour":   "",
 		"to kelvin, then to miles": "",
@@ -227,6 +230,17 @@ func TestWorkers(t *testing.T) {
 		if want == "" && err == nil || want != "" && (err != nil || got != want) {
 			t.Errorf("units(%q) after t1 = %q, %v; want %q", desc, got, err, want)
 		}
+	}
+	// A conversion chained on an earlier one starts from its value
+	// unrounded: "6.21 miles" as printed gave 32788.80 ft for 10 km.
+	miles := agentkit.TaskOutcome{TaskID: "t1", Assignee: "units", Status: "completed", Result: "10 km = 6.21 miles"}
+	if got, err := run(t, "units", "then convert it to feet", o, miles); err != nil || got != "6.21371192237 miles = 32808.40 ft (6.21371192237: the result of t1)" {
+		t.Errorf("feet of 10 km by way of miles: %q, %v", got, err)
+	}
+	// A result that only looks like a conversion keeps its number.
+	odd := agentkit.TaskOutcome{TaskID: "t1", Assignee: "x", Status: "completed", Result: "about 10 km = 7 miles"}
+	if got, err := run(t, "calculator", "divide it by 7", o, odd); err != nil || got != "7 / 7 = 1 (7: the result of t1)" {
+		t.Errorf("after a result that is no conversion: %q, %v", got, err)
 	}
 	if _, err := run(t, "calculator", "divide it by 2", o, earlier[1:]...); err == nil || !strings.Contains(err.Error(), "no arithmetic expression") {
 		t.Errorf("after a failed task only: err = %v, want no arithmetic expression", err)

@@ -114,8 +114,23 @@ func listOps(text string) string {
 	})
 }
 
+// sciRE is a number in scientific notation ("1e3", "2.5E-4").
+var sciRE = regexp.MustCompile(`\b\d+(?:\.\d+)?[eE][-+]?\d{1,3}\b`)
+
+// plainScientific writes each number in scientific notation in full ("1e3"
+// is 1000): read as it stands, "1e3 + 1" was the expression "3 + 1".
+func plainScientific(text string) string {
+	return sciRE.ReplaceAllStringFunc(text, func(m string) string {
+		v, err := strconv.ParseFloat(m, 64)
+		if err != nil || math.IsInf(v, 0) {
+			return m
+		}
+		return formatNumber(v)
+	})
+}
+
 func symbols(text string) string {
-	text = listOps(text)
+	text = listOps(plainScientific(text))
 	for _, o := range wordOps {
 		text = o.re.ReplaceAllString(text, o.repl)
 	}

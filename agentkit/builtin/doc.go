@@ -32,14 +32,17 @@
 // refuses a temperature below absolute zero. In both, a task that works on
 // an earlier task's answer ("… then divide it by 2", "… then convert it
 // from km to miles") takes the answer of the last earlier task that
-// completed with one (the number after its last "=") for "it", "that" or
+// completed with one (the number after its last "=", unrounded when it was
+// a conversion: "6.21 miles" is 6.21371192237 miles) for "it", "that" or
 // "the result" (or for the operand an operation leaves out: "… and
 // subtract 10"), and says so in its result; a conversion that names only
 // the unit to convert to ("… and then to kelvin") converts that answer from
 // its own unit.
 // Numbers are read as people write them: "3,200" and "1,234.5" group
-// thousands, "2,5" has a decimal comma, and a form that is neither
-// ("1.234,5") is refused rather than guessed.
+// thousands, "2,5" has a decimal comma, "1e3" is 1000, and a form that is
+// neither ("1.234,5") is refused rather than guessed. The converter gives
+// 2 decimals, or as many as the task asks for ("… and round to 1
+// decimal").
 //
 // The text analyst counts words, sentences, lines and characters and names
 // the most frequent words, of each text the task quotes when it names no

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -32,10 +33,45 @@ func earlierAnswer(earlier []agentkit.TaskOutcome) (n, unit, taskID string, ok b
 		}
 		if ms := answerRE.FindAllStringSubmatch(e.Result, -1); len(ms) > 0 {
 			last := ms[len(ms)-1]
-			return last[1], last[2], e.TaskID, true
+			return exactAnswer(e.Result, last[1], last[2]), last[2], e.TaskID, true
 		}
 	}
 	return "", "", "", false
+}
+
+// convResultRE is a conversion's answer in a result, "5 km + 3 miles =
+// 9.83 km": group 1 the quantities, 2 the number, 3 its unit.
+var convResultRE = regexp.MustCompile(`(?i)((?:-?` + numPat + `\s*` + unitPat + `\s*` + addOp + `?\s*)+)=\s*(-?` + numPat + `)[ \t]*(°?[a-zA-Z/]+)`)
+
+// exactAnswer is the answer n (of unit) that an earlier result printed, or,
+// when that result is a conversion, its value unrounded, computed again
+// from the quantities: a conversion chained on "10 km = 6.21 miles" gave
+// 32788.80 ft for 10 km, 20 ft short.
+func exactAnswer(result, n, unit string) string {
+	ms := convResultRE.FindAllStringSubmatch(result, -1)
+	if len(ms) == 0 || unit == "" {
+		return n
+	}
+	last := ms[len(ms)-1]
+	to, ok := lookUnit(unit)
+	if !ok || last[2] != n || !strings.EqualFold(last[3], unit) {
+		return n
+	}
+	v, _, err := convertSum(last[1], to)
+	printed, perr := parseSigned(n)
+	if err != nil || perr != nil {
+		return n
+	}
+	// Only a value that rounds to the printed one is that answer ("about
+	// 10 km = 7 miles" is no conversion of this converter's).
+	places := 0
+	if _, frac, ok := strings.Cut(n, "."); ok {
+		places = len(frac)
+	}
+	if math.Abs(v-printed) > 0.5*math.Pow(10, -float64(places))+1e-9 {
+		return n
+	}
+	return formatNumber(v)
 }
 
 // unitBackRefRE is an earlier task's answer named by a word before its unit:

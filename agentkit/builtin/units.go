@@ -101,6 +101,12 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 			return unitBackRefRE.ReplaceAllString(own, n+" $1")
 		})
 	}
+	// Answers have 2 decimals, or as many as the task asks for ("… and
+	// round to 1 decimal").
+	places := 2
+	if p, ok := roundTo(desc); ok {
+		places = p
+	}
 	var answers []string
 	var done [][]string
 	for _, m := range convs {
@@ -108,7 +114,7 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		if _, known := lookUnit(m[3]); !ok || !known {
 			continue
 		}
-		answer, err := convert(m[1]+m[2]+" "+m[3], to)
+		answer, err := convert(m[1]+m[2]+" "+m[3], to, places)
 		if err != nil {
 			return agentkit.Result{}, err
 		}
@@ -215,16 +221,27 @@ func sumTerms(quantities string, to unit) [][]string {
 
 // convert converts one quantity, or the sum of several ("5 km plus 3
 // miles"), to the unit to: "5 km + 3 miles = 9.83 km".
-func convert(quantities string, to unit) (string, error) {
+func convert(quantities string, to unit, places int) (string, error) {
+	sum, terms, err := convertSum(quantities, to)
+	if err != nil {
+		return "", err
+	}
+	out := strconv.FormatFloat(sum, 'f', places, 64)
+	return fmt.Sprintf("%s = %s %s", strings.Join(terms, " "), out, to.label(sum)), nil
+}
+
+// convertSum is the value of the quantities in the unit to, unrounded, and
+// the quantities as the answer writes them.
+func convertSum(quantities string, to unit) (float64, []string, error) {
 	var sum float64
 	var terms []string
 	for i, m := range sumTerms(quantities, to) {
 		from, ok := lookUnit(m[3])
 		if !ok {
-			return "", fmt.Errorf("cannot add %s %s: %q is not a unit it knows", m[2], m[3], m[3])
+			return 0, nil, fmt.Errorf("cannot add %s %s: %q is not a unit it knows", m[2], m[3], m[3])
 		}
 		if from.kind != to.kind {
-			return "", fmt.Errorf("cannot convert %s (%s) to %s (%s)", from.name, from.kind, to.name, to.kind)
+			return 0, nil, fmt.Errorf("cannot convert %s (%s) to %s (%s)", from.name, from.kind, to.name, to.kind)
 		}
 		op, num := strings.ToLower(m[1]), m[2]
 		if i == 0 && op != "" { // the first quantity's sign, not a subtraction
@@ -234,15 +251,15 @@ func convert(quantities string, to unit) (string, error) {
 			op = ""
 		}
 		if i > 0 && from.kind == "temperature" {
-			return "", fmt.Errorf("cannot add temperatures (%s)", strings.TrimSpace(quantities))
+			return 0, nil, fmt.Errorf("cannot add temperatures (%s)", strings.TrimSpace(quantities))
 		}
 		v, err := parseSigned(num)
 		if err != nil {
-			return "", err
+			return 0, nil, err
 		}
 		si := from.toSI(v)
 		if from.kind == "temperature" && si < -273.15 {
-			return "", fmt.Errorf("%s %s is below absolute zero", num, from.name)
+			return 0, nil, fmt.Errorf("%s %s is below absolute zero", num, from.name)
 		}
 		switch {
 		case op == "-" || op == "minus":
@@ -256,8 +273,7 @@ func convert(quantities string, to unit) (string, error) {
 			terms = append(terms, "+ "+num+" "+from.label(v))
 		}
 	}
-	out := strconv.FormatFloat(sum, 'f', 2, 64)
-	return fmt.Sprintf("%s = %s %s", strings.Join(terms, " "), out, to.label(sum)), nil
+	return sum, terms, nil
 }
 
 // label is the unit's name after the number v: "1 mile", "2 miles". Only
