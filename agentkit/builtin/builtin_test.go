@@ -134,6 +134,8 @@ func TestWorkers(t *testing.T) {
 		{"units", "Convert 1 gallon to liters and 5 feet 10 inches to cm", "1 gallon = 3.79 l; 5 ft + 10 in = 177.80 cm", ""},
 		{"units", "Convert 1 mile to meters", "1 mile = 1609.34 m", ""},
 		{"units", "Convert 5 km to miles and round to 1 decimal", "5 km = 3.1 miles", ""},
+		{"units", "200 km of driving in miles", "200 km = 124.27 miles", ""},
+		{"units", "5 kg of of to pounds", "", "no conversion"},
 		{"units", "convert 100 fahrenheit to celsius, rounded", "100 °F = 38 °C", ""},
 		{"units", "How many seconds are in 3 hours?", "3 hours = 10800.00 seconds", ""},
 		{"units", "how many minutes are there in 2 days?", "2 days = 2880.00 minutes", ""},

@@ -166,13 +166,19 @@ var listToRE = regexp.MustCompile(`(?i)(` + quantity + `(?:\s*,\s+` + quantity +
 // ounces" (group 1 the quantity, 2 "to", 3 the units).
 var toListRE = regexp.MustCompile(`(?i)(` + quantity + `)\s+(to|in|into)\s+(°?[a-z/]+(?:\s*,\s+°?[a-z/]+)*\s*,?\s+and\s+°?[a-z/]+)\b`)
 
+// ofWhatRE is a quantity that says what it measures before the unit to
+// convert it to: "200 km of driving in miles" is "200 km in miles".
+var ofWhatRE = regexp.MustCompile(`(?i)(` + quantity + `)\s+of\s+[a-z]{3,}\s+((?:to|in|into)\s+°?[a-z/]+)`)
+
 // conversions writes a task's conversions one by one: a question ("how many
-// miles is 42 km" is "42 km to miles"), a list of quantities ("5 km and 3 km
+// miles is 42 km" is "42 km to miles"), what a quantity measures left out
+// ("200 km of driving in miles"), a list of quantities ("5 km and 3 km
 // to miles" is "5 km to miles; 3 km to miles") and a list of units ("10 kg
 // to pounds and ounces" is "10 kg to pounds; 10 kg to ounces", when each is
 // a unit: in "5 km to miles and 20 kg to pounds" "and" begins another).
 func conversions(text string) string {
 	text = howManyRE.ReplaceAllString(text, "$2 to $1")
+	text = ofWhatRE.ReplaceAllString(text, "$1 $2")
 	text = listToRE.ReplaceAllStringFunc(text, func(m string) string {
 		sub := listToRE.FindStringSubmatch(m)
 		qs := listSepRE.Split(sub[1], -1)
