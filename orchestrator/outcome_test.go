@@ -183,6 +183,25 @@ func TestFailedSubgoalIsAFailedTask(t *testing.T) {
 	}
 }
 
+// TestPartNotStartedCounts: a goal whose chat ends (its turn limit) before
+// the launcher assigned a part of its plan counts that part as not done:
+// the reason says it was not started, undone lists it. The launcher's one
+// turn assigns the first part; the second, which depends on it, never is.
+func TestPartNotStartedCounts(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{})
+	ends := watchEnds(t, w)
+	runAgents(t, w, coordinator(), multiplier())
+	res := w.submitWait(t, protocol.GoalRequest{Goal: "Multiply 6 x 7. Then multiply it by 2.", Team: []string{"multiplier"}, MaxTurns: 1})
+	if !slices.Contains(res.Undone, "multiply it by 2") || !strings.Contains(res.Reason, `"multiply it by 2" was not started before the chat ended`) ||
+		!strings.Contains(res.Reason, " of 2 parts done") || !strings.Contains(res.Conclusion, "multiply it by 2: NOT DONE: not started (t2 for multiplier)") {
+		t.Fatalf("result %+v", res)
+	}
+	if res.Outcome == protocol.OutcomeSucceeded {
+		t.Fatalf("outcome %s, want partial or failed", res.Outcome)
+	}
+	checkOutcome(t, w, ends, res, res.Outcome)
+}
+
 // TestTaskDoneInPartIsNotLearned: a task its assignee completed through a
 // nested team that did only part of it makes the goal partial, and the
 // registry's outcomes hold it as failed, not completed: the planner gets no

@@ -59,7 +59,8 @@ type Chat struct {
 	Outcome     string      `json:"outcome,omitempty"` // goal status once concluded
 	Reason      string      `json:"reason,omitempty"`
 	Conclusion  string      `json:"conclusion,omitempty"`
-	Undone      []string    `json:"undone,omitempty"` // the conclusion's parts nobody could do
+	Undone      []string    `json:"undone,omitempty"`      // the conclusion's parts nobody could do
+	NotStarted  []string    `json:"not_started,omitempty"` // the conclusion's planned parts never assigned
 }
 
 // IsMember reports whether name is in the team.
@@ -131,12 +132,14 @@ func Apply(c Chat, m AgentMessage) (Chat, error) {
 	} else if !c.IsMember(m.Sender) && !(m.Type == MsgTaskResult && m.Sender == SystemSender) {
 		return c, Errorf(ErrNotMember, "%q is not a member of chat %s", m.Sender, c.CommID)
 	}
-	if len(m.Undone) > 0 && m.Type != MsgConclusion {
-		return c, Errorf(ErrInvalid, "undone belongs in a conclusion, not in a %s message", m.Type)
-	}
-	for _, u := range m.Undone {
-		if strings.TrimSpace(u) == "" {
-			return c, Errorf(ErrInvalid, "undone: an empty part")
+	for field, parts := range map[string][]string{"undone": m.Undone, "not_started": m.NotStarted} {
+		if len(parts) > 0 && m.Type != MsgConclusion {
+			return c, Errorf(ErrInvalid, "%s belongs in a conclusion, not in a %s message", field, m.Type)
+		}
+		for _, u := range parts {
+			if strings.TrimSpace(u) == "" {
+				return c, Errorf(ErrInvalid, "%s: an empty part", field)
+			}
 		}
 	}
 	n := c.clone()
@@ -281,7 +284,7 @@ func (c *Chat) applyTurn(m AgentMessage) error {
 			return err
 		}
 		c.conclude(GoalConcluded, "", m.Content)
-		c.Undone = slices.Clone(m.Undone)
+		c.Undone, c.NotStarted = slices.Clone(m.Undone), slices.Clone(m.NotStarted)
 		if c.FinalTurn {
 			c.Reason = "turn_limit"
 		}

@@ -11,7 +11,8 @@ import (
 // and no part was left undone, failed when nothing was done (no task
 // completed; or the goal did not conclude and had no chat), partial
 // otherwise. A task that had not finished when the chat ended counts as not
-// done, as does a part the launcher gave to nobody (Chat.Undone). nested
+// done, as does a part the launcher gave to nobody (Chat.Undone) or meant
+// for an agent but never assigned (Chat.NotStarted). nested
 // holds the results of the nested teams that did tasks, by task id: a task
 // completed by a nested team that did only part of it (outcome partial) is
 // done in part, so the goal is partial too. The reason names the parts not
@@ -51,6 +52,11 @@ func GoalOutcome(status string, c *Chat, nested map[string]*GoalResult) (outcome
 			total++
 			undone = append(undone, u)
 			notes = append(notes, fmt.Sprintf("no registered agent can do %q", u))
+		}
+		for _, u := range c.NotStarted {
+			total++
+			undone = append(undone, u)
+			notes = append(notes, fmt.Sprintf("%q was not started before the chat ended", u))
 		}
 	}
 	switch {

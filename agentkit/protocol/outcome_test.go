@@ -29,6 +29,8 @@ func TestGoalOutcome(t *testing.T) {
 			nil, OutcomeFailed, []string{"0 of 1 parts done", `no registered agent can do "write a haiku"`}, []string{"write a haiku"}},
 		{"done, unfinished and undone", GoalConcluded, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "ok"), task("t2", "b", TaskCancelled, "")}, Undone: []string{"x"}},
 			nil, OutcomePartial, []string{"1 of 3 parts done", "t2 (b) did not finish", `no registered agent can do "x"`}, []string{"do t2", "x"}},
+		{"the chat ended before a part was assigned", GoalConcluded, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "ok")}, NotStarted: []string{"write a report"}},
+			nil, OutcomePartial, []string{"1 of 2 parts done", `"write a report" was not started before the chat ended`}, []string{"write a report"}},
 		{"timed out after some work", GoalTimedOut, &Chat{Tasks: []TaskState{task("t1", "a", TaskCompleted, "ok"), task("t2", "b", TaskCancelled, "")}},
 			nil, OutcomePartial, []string{"1 of 2 parts done"}, []string{"do t2"}},
 		{"failed before a chat", GoalFailed, nil, nil, OutcomeFailed, nil, nil},
@@ -67,8 +69,15 @@ func TestUndoneOnlyInAConclusion(t *testing.T) {
 	if _, err := Apply(c, AgentMessage{Type: MsgConclusion, Sender: "lead", Seq: 2, Undone: []string{" "}}); err == nil {
 		t.Fatal("an empty undone part was accepted")
 	}
-	n, err := Apply(c, AgentMessage{Type: MsgConclusion, Sender: "lead", Seq: 2, Content: "done", Undone: []string{"x"}})
-	if err != nil || !slices.Equal(n.Undone, []string{"x"}) || n.Outcome != GoalConcluded {
-		t.Fatalf("conclusion with undone: %+v, %v", n, err)
+	if _, err := Apply(c, AgentMessage{Type: MsgDiscussion, Sender: "lead", Seq: 2, Content: "hm", NextSpeaker: []string{"lead"}, NotStarted: []string{"x"}}); err == nil ||
+		!strings.Contains(err.Error(), "not_started belongs in a conclusion") {
+		t.Fatalf("not_started in a discussion: err = %v", err)
+	}
+	if _, err := Apply(c, AgentMessage{Type: MsgConclusion, Sender: "lead", Seq: 2, NotStarted: []string{""}}); err == nil {
+		t.Fatal("an empty not_started part was accepted")
+	}
+	n, err := Apply(c, AgentMessage{Type: MsgConclusion, Sender: "lead", Seq: 2, Content: "done", Undone: []string{"x"}, NotStarted: []string{"y"}})
+	if err != nil || !slices.Equal(n.Undone, []string{"x"}) || !slices.Equal(n.NotStarted, []string{"y"}) || n.Outcome != GoalConcluded {
+		t.Fatalf("conclusion with undone and not_started: %+v, %v", n, err)
 	}
 }

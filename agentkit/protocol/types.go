@@ -541,6 +541,10 @@ type AgentMessage struct {
 	// Undone lists, in a conclusion, the parts of the goal the launcher
 	// gave to nobody because no registered agent can do them.
 	Undone []string `json:"undone,omitempty"`
+	// NotStarted lists, in a conclusion, the parts of the goal's plan the
+	// launcher had meant for an agent but never assigned: the chat ended
+	// first (its turn limit reached, say).
+	NotStarted []string `json:"not_started,omitempty"`
 	// SeenSeq is, optionally, the last log entry the sender had applied
 	// when it decided on this message. A conclusion is refused (conflict)
 	// when a task ended after it: its sender concluded without that

@@ -22,5 +22,8 @@
 // match below Config.MinMatch, by default protocol.DefaultMinMatch) is given
 // to nobody: the plan lists it as "tN [none] -: clause", and the conclusion
 // says that no registered agent can do it and lists it in its undone field,
-// which makes the goal's outcome partial or failed.
+// which makes the goal's outcome partial or failed. A clause meant for an
+// agent but never assigned because the chat ends first (the launcher's last
+// turn after turn_limit) is listed in the conclusion's not_started, which
+// counts the same way.
 package rules

@@ -342,12 +342,18 @@ func describe(text string, tasks []protocol.TaskState) string {
 
 // conclusion reports every task, then the parts of the plan nobody was
 // given because no registered agent can do them (also in Undone, for the
-// goal's outcome).
+// goal's outcome), and those meant for an agent but never assigned because
+// the chat ends first (in NotStarted).
 func conclusion(c *protocol.Chat) protocol.AgentMessage {
-	var undone []string
+	var undone, notStarted []string
+	var notStartedLines []string
 	for _, it := range ParsePlan(c.Plan) {
-		if it.Assignee == "" {
+		switch _, assigned := c.Task(it.TaskID); {
+		case it.Assignee == "":
 			undone = append(undone, it.Text)
+		case !assigned:
+			notStarted = append(notStarted, it.Text)
+			notStartedLines = append(notStartedLines, fmt.Sprintf("%s: NOT DONE: not started (%s for %s) before the chat ended", it.Text, it.TaskID, it.Assignee))
 		}
 	}
 	var lines []string
@@ -357,6 +363,7 @@ func conclusion(c *protocol.Chat) protocol.AgentMessage {
 	for _, u := range undone {
 		lines = append(lines, fmt.Sprintf("%s: NOT DONE: no registered agent can do this; it needs an agent able to: %s", u, u))
 	}
+	lines = append(lines, notStartedLines...)
 	failed := 0
 	for _, t := range c.Tasks {
 		if t.Status != protocol.TaskCompleted {
@@ -366,7 +373,7 @@ func conclusion(c *protocol.Chat) protocol.AgentMessage {
 	if failed > 0 {
 		lines = append(lines, fmt.Sprintf("Note: %d of %d tasks did not complete.", failed, len(c.Tasks)))
 	}
-	return protocol.AgentMessage{Type: protocol.MsgConclusion, Content: strings.Join(lines, "\n"), Undone: undone}
+	return protocol.AgentMessage{Type: protocol.MsgConclusion, Content: strings.Join(lines, "\n"), Undone: undone, NotStarted: notStarted}
 }
 
 func taskIDs(ts []protocol.Task) string {

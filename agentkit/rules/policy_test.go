@@ -190,14 +190,20 @@ func TestNextMessage(t *testing.T) {
 			name: "final turn concludes at once",
 			self: lead,
 			chat: chat(func(c *protocol.Chat) { c.FinalTurn, c.Tasks = true, []protocol.TaskState{t1done, t2run} }),
-			want: protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "Get the weather in Rome: sunny\nfind the population of Rome: not finished (running)\nNote: 1 of 2 tasks did not complete."},
+			want: protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "Get the weather in Rome: sunny\nfind the population of Rome: not finished (running)\n" +
+				"summarize them: NOT DONE: not started (t3 for scribe) before the chat ended\nNote: 1 of 2 tasks did not complete.",
+				NotStarted: []string{"summarize them"}},
 		},
 		{
 			name: "refused move concludes",
 			self: lead,
 			chat: chat(nil),
 			err:  protocol.ErrIllegalTransition,
-			want: protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "No tasks were run."},
+			want: protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "No tasks were run.\n" +
+				"Get the weather in Rome: NOT DONE: not started (t1 for sky) before the chat ended\n" +
+				"find the population of Rome: NOT DONE: not started (t2 for census) before the chat ended\n" +
+				"summarize them: NOT DONE: not started (t3 for scribe) before the chat ended",
+				NotStarted: []string{"Get the weather in Rome", "find the population of Rome", "summarize them"}},
 		},
 		{
 			name: "single clause is one sync task",
