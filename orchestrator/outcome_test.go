@@ -86,6 +86,16 @@ func checkOutcome(t *testing.T, w *world, ends *endEvents, res protocol.GoalResu
 	}
 }
 
+// onlyChild returns the record of the one sub-goal of goal id.
+func onlyChild(t *testing.T, w *world, id string) protocol.GoalStatus {
+	t.Helper()
+	root := goalGet(t, w, id)
+	if len(root.Children) != 1 {
+		t.Fatalf("children %v, want one sub-goal", root.Children)
+	}
+	return goalGet(t, w, root.Children[0])
+}
+
 func coordinator() agentkit.Agent {
 	return orchestrator.Coordinator("coordinator", rules.New(rules.Config{}))
 }
@@ -169,11 +179,7 @@ func TestFailedSubgoalIsAFailedTask(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	checkOutcome(t, w, ends, res, protocol.OutcomePartial)
-	root := goalGet(t, w, res.GoalID)
-	if len(root.Children) != 1 {
-		t.Fatalf("children %v, want one sub-goal", root.Children)
-	}
-	child := goalGet(t, w, root.Children[0])
+	child := onlyChild(t, w, res.GoalID)
 	if child.Status != protocol.GoalConcluded || child.Outcome != protocol.OutcomeFailed || child.Result == nil ||
 		!strings.Contains(child.Result.Reason, "(planner) failed: no prices for this trip") {
 		t.Fatalf("sub-goal %+v (result %+v)", child, child.Result)
@@ -224,16 +230,12 @@ func TestTaskDoneInPartIsNotLearned(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	checkOutcome(t, w, ends, res, protocol.OutcomePartial)
-	root := goalGet(t, w, res.GoalID)
-	if len(root.Children) != 1 {
-		t.Fatalf("children %v, want one sub-goal", root.Children)
-	}
-	child := goalGet(t, w, root.Children[0])
+	child := onlyChild(t, w, res.GoalID)
 	kv, err := w.b.KV(t.Context(), bus.BucketOutcomes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{root.CommID + ".t1": protocol.TaskFailed, child.CommID + ".t1": protocol.TaskCompleted}
+	want := map[string]string{res.CommID + ".t1": protocol.TaskFailed, child.CommID + ".t1": protocol.TaskCompleted}
 	// Written off the chat's path, so maybe just after the goal ended.
 	var got map[string]string
 	for deadline := time.Now().Add(10 * time.Second); !maps.Equal(got, want) && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
