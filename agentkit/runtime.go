@@ -89,6 +89,10 @@ func NewRuntime(nc *nats.Conn, subjects bus.Subjects, agents []Agent, opts ...Op
 		if a.Card.Incarnation == "" {
 			a.Card.Incarnation = incarnation
 		}
+		// agentkit accepts every invitation, so its cards say so and
+		// team-ups skip the round trip (invitations are still answered,
+		// for an orchestrator that sends them anyway).
+		a.Card.AutoJoin = true
 		if err := a.Card.Validate(); err != nil {
 			return nil, fmt.Errorf("agentkit: agent %d: %w", i, err)
 		}

@@ -181,7 +181,8 @@ func (s *Service) memberCards(ctx context.Context, launcher string, members []st
 	return cards, nil
 }
 
-// invite asks every member but the launcher to join; all must accept.
+// invite asks every member but the launcher to join; all must accept. A
+// member whose card says auto_join has accepted already: it is not asked.
 func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatus, cards []protocol.AgentCard, depth int) error {
 	// One invitation, with the team's cards, encoded once for every member.
 	req := bus.Encode(protocol.InviteRequest{
@@ -191,7 +192,7 @@ func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatu
 	errs := make([]error, len(cards))
 	var wg sync.WaitGroup
 	for i, c := range cards {
-		if c.Name == st.Launcher {
+		if c.Name == st.Launcher || c.AutoJoin {
 			continue
 		}
 		wg.Go(func() {

@@ -42,11 +42,12 @@ type wireAgent struct {
 	// holdAsync keeps async results back until the chat is paused on them,
 	// so a test can walk through pause_and_trigger deterministically.
 	holdAsync bool
-
-	mu    sync.Mutex
-	chats map[string]protocol.Chat
-	logs  map[string][]protocol.AgentMessage
-	sent  int
+	mu        sync.Mutex
+	chats     map[string]protocol.Chat
+	logs      map[string][]protocol.AgentMessage
+	sent      int
+	invites   int    // invitations received
+	decline   string // when set, invitations are refused with this reason
 }
 
 func newWireAgent(t testing.TB, b *bus.Bus, card protocol.AgentCard) *wireAgent {
@@ -81,7 +82,7 @@ func (a *wireAgent) listen() {
 		fn      nats.MsgHandler
 	}{
 		{inbox, a.onInbox},
-		{invite, func(m *nats.Msg) { _ = m.Respond(bus.Encode(protocol.InviteReply{Accept: true})) }},
+		{invite, a.onInvite},
 		{launch, a.onLaunch},
 	}
 	for _, s := range subs {
@@ -92,6 +93,26 @@ func (a *wireAgent) listen() {
 	if err := a.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func (a *wireAgent) onInvite(m *nats.Msg) {
+	a.mu.Lock()
+	a.invites++
+	reason := a.decline
+	a.mu.Unlock()
+	_ = m.Respond(bus.Encode(protocol.InviteReply{Accept: reason == "", Reason: reason}))
+}
+
+func (a *wireAgent) declineWith(reason string) {
+	a.mu.Lock()
+	a.decline = reason
+	a.mu.Unlock()
+}
+
+func (a *wireAgent) invited() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.invites
 }
 
 func (a *wireAgent) onLaunch(m *nats.Msg) {

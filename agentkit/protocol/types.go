@@ -18,12 +18,16 @@ const (
 
 // AgentCard describes an agent to the registry.
 type AgentCard struct {
-	Name           string            `json:"name"`
-	Description    string            `json:"description"`
-	Capabilities   []string          `json:"capabilities,omitempty"`
-	Type           string            `json:"type,omitempty"`
-	Tags           []string          `json:"tags,omitempty"`
-	NestedTeams    bool              `json:"nested_teams,omitempty"`
+	Name         string   `json:"name"`
+	Description  string   `json:"description"`
+	Capabilities []string `json:"capabilities,omitempty"`
+	Type         string   `json:"type,omitempty"`
+	Tags         []string `json:"tags,omitempty"`
+	NestedTeams  bool     `json:"nested_teams,omitempty"`
+	// AutoJoin says the agent joins every team it is put in: a team-up
+	// sends it no invitation (a round trip on the path of every goal), and
+	// it learns of the chat from the start message on its inbox.
+	AutoJoin       bool              `json:"auto_join,omitempty"`
 	MaxConcurrency int               `json:"max_concurrency,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
 	// Incarnation changes each time the agent's process starts (any id of

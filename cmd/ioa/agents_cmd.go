@@ -128,6 +128,9 @@ func writeAgent(w io.Writer, p palette, a protocol.AgentInfo) {
 	if a.NestedTeams {
 		row("nested teams:", "yes")
 	}
+	if a.AutoJoin {
+		row("joins teams:", "without an invitation (auto_join)")
+	}
 	if a.MaxConcurrency > 0 {
 		row("max concurrency:", fmt.Sprint(a.MaxConcurrency))
 	}

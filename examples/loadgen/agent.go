@@ -76,6 +76,7 @@ func (a *agent) start(ctx context.Context) error {
 	}
 	// Inbox delivery is plain core NATS: never let the client drop a burst.
 	_ = inbox.SetPendingLimits(-1, -1)
+	// Invitations come only with --invite (cards without auto_join).
 	if _, err := a.nc.Subscribe(a.subject("agent", a.name, "invite"), func(m *nats.Msg) {
 		b, _ := json.Marshal(inviteReply{Accept: true})
 		_ = m.Respond(b)

@@ -33,6 +33,7 @@ type config struct {
 	Runs        int           // times the reference, load and solo phases are run
 	GoalTimeout time.Duration // longest wait for one goal's result
 	ReadyWait   time.Duration // longest wait for the server to be ready
+	Invite      bool          // cards without auto_join: each team-up invites the workers
 
 	// dropInbox, when set (tests only), makes the agents lose the inbox
 	// messages it returns true for, as core NATS delivery may.
@@ -176,7 +177,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 				return err
 			}
 			a := &agent{name: n, lead: k == 0, prefix: cfg.Prefix, nc: nc, errs: errs, drop: cfg.dropInbox, filled: cfg.filled,
-				card: agentCard{Name: n, Type: "tool", Tags: []string{"loadgen"}, Incarnation: incarnation,
+				card: agentCard{Name: n, Type: "tool", Tags: []string{"loadgen"}, Incarnation: incarnation, AutoJoin: !cfg.Invite,
 					Description: "A wire agent of the ioa load generator (examples/loadgen): does one numbered step of a load-test goal."}}
 			if a.lead {
 				a.workers = workers

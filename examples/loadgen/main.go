@@ -28,6 +28,7 @@ func main() {
 	fs.IntVar(&cfg.Solo, "solo", cfg.Solo, "goals one at a time after the load phase (0: none)")
 	fs.IntVar(&cfg.Runs, "runs", cfg.Runs, "times to run the reference, load and solo phases; the table shows each figure's median run and every run's figure")
 	fs.DurationVar(&cfg.GoalTimeout, "goal-timeout", cfg.GoalTimeout, "longest wait for one goal (also its timeout on the server)")
+	fs.BoolVar(&cfg.Invite, "invite", false, "register cards without auto_join, so that every team-up invites the workers (a round trip each goal)")
 	fs.DurationVar(&cfg.ReadyWait, "ready-wait", cfg.ReadyWait, "how long to wait for <prefix>.health to say ready")
 	_ = fs.Parse(os.Args[1:])
 	cfg.SubmitCreds = *submit

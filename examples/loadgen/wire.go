@@ -23,6 +23,7 @@ type agentCard struct {
 	Capabilities []string `json:"capabilities,omitempty"`
 	Type         string   `json:"type,omitempty"`
 	Tags         []string `json:"tags,omitempty"`
+	AutoJoin     bool     `json:"auto_join,omitempty"`
 	Incarnation  string   `json:"incarnation,omitempty"`
 }
 
