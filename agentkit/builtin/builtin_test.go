@@ -212,6 +212,25 @@ func TestWorkers(t *testing.T) {
 			t.Errorf("calculator(%q) after t1 = %q, %v; want %q", desc, got, err, want)
 		}
 	}
+	// A quantity added to the earlier answer, or taken from it, in its unit.
+	km := []agentkit.TaskOutcome{{TaskID: "t1", Status: "completed", Result: "3 miles = 4.83 km"}}
+	for desc, want := range map[string]string{
+		"add 2 km":                   "4.828032 km + 2 km = 6.83 km (4.828032: the result of t1)",
+		"and then subtract 500 m.":   "4.828032 km - 500 m = 4.33 km (4.828032: the result of t1)",
+		"add 1 mile to it":           "4.828032 km + 1 mile = 6.44 km (4.828032: the result of t1)",
+		"add 2 kg":                   "",
+		"add 2 km and convert to ft": "",
+	} {
+		got, err := run(t, "units", desc, o, km...)
+		if want == "" && err == nil || want != "" && (err != nil || got != want) {
+			t.Errorf("units(%q) after t1 = %q, %v; want %q", desc, got, err, want)
+		}
+	}
+	// The calculator adds them as the converter does.
+	lb := agentkit.TaskOutcome{TaskID: "t1", Status: "completed", Result: "10 kg = 22.05 lb"}
+	if got, err := run(t, "calculator", "then subtract 3 pounds", o, lb); err != nil || got != "22.0462262185 lb - 3 lb = 19.05 lb (22.0462262185: the result of t1)" {
+		t.Errorf("calculator: 10 kg in pounds less 3 pounds = %q, %v", got, err)
+	}
 	calc := []agentkit.TaskOutcome{{TaskID: "t1", Status: "completed", Result: "12 * 12 = 144"}}
 	if got, err := run(t, "units", "convert it from km to miles", o, calc...); err != nil || got != "144 km = 89.48 miles (144: the result of t1)" {
 		t.Errorf("units after t1 = %q, %v", got, err)

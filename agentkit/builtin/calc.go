@@ -207,8 +207,13 @@ func implicitRef(own string) string {
 // calculate evaluates every expression of the task's own text ("compute
 // 2 + 2 and 3 * 3" answers both: a task answered in part would pass for
 // done), and fails on the first it cannot evaluate.
-func calculate(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
+func calculate(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
 	desc := t.TaskDesc
+	if own, _, _ := strings.Cut(desc, "\n\n"); addQuantityRE.MatchString(own) {
+		// "subtract 3 pounds" from the earlier "22.05 lb": a sum of
+		// quantities, each in its unit, as the unit converter adds them.
+		return convertUnits(ctx, t)
+	}
 	t.TaskDesc, t.TaskAbstract = symbols(t.TaskDesc), symbols(t.TaskAbstract)
 	exprs := findAll(exprRE, t)
 	var note string

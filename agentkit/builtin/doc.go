@@ -37,7 +37,8 @@
 // "the result" (or for the operand an operation leaves out: "… and
 // subtract 10"), and says so in its result; a conversion that names only
 // the unit to convert to ("… and then to kelvin") converts that answer from
-// its own unit.
+// its own unit, and a quantity added to it or taken from it ("… and add
+// 2 km", "… then subtract 3 pounds") is added in that unit, by either.
 // Numbers are read as people write them: "3,200" and "1,234.5" group
 // thousands, "2,5" has a decimal comma, "1e3" is 1000, and a form that is
 // neither ("1.234,5") is refused rather than guessed. The converter gives

@@ -83,6 +83,11 @@ var unitBackRefRE = regexp.MustCompile(`(?i)\b` + refWords + `\s+(?:from\s+)?(°
 // "convert it to miles".
 var targetOnlyRE = regexp.MustCompile(`(?i)^\W*(?:(?:and\s+)?then\s+)?(?:convert\s+)?(?:` + refWords + `\s+)?((?:to|in|into)\s+°?[a-z/]+(?:\s+per\s+hour)?)\W*$`)
 
+// addQuantityRE adds a quantity to the earlier answer, or takes one from
+// it: "and add 2 km", "subtract 500 m from it". Group 1 is the operation,
+// 2 the quantity.
+var addQuantityRE = regexp.MustCompile(`(?i)^\W*(?:(?:and\s+)?then\s+)?(add|subtract)\s+(-?` + numPat + `\s*` + unitPat + `)(?:\s+(?:to|from)\s+` + refWords + `)?\W*$`)
+
 // findWithEarlierAnswer finds re's matches in the task's own text once
 // rewrite has put the last earlier answer (its number, and its unit when
 // it has one) in it, and a note saying where that number came from;

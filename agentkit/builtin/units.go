@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -91,10 +92,17 @@ var howManyRE = regexp.MustCompile(`(?i)\bhow\s+many\s+(°?[a-z/]+(?:\s+per\s+ho
 func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	desc := t.TaskDesc
 	t.TaskDesc, t.TaskAbstract = conversions(t.TaskDesc), conversions(t.TaskAbstract)
-	convs := findAll(convRE, t)
+	convs := slices.DeleteFunc(findAll(convRE, t), notUnits) // "add 1 mile to it" is none
 	var note string
 	if len(convs) == 0 { // "then convert it from km to miles", "then to kelvin"
 		convs, note = findWithEarlierAnswer(t, convRE, func(own, n, unit string) string {
+			if m := addQuantityRE.FindStringSubmatch(own); m != nil && unit != "" { // "and add 2 km"
+				op := " plus "
+				if strings.EqualFold(m[1], "subtract") {
+					op = " minus "
+				}
+				return n + " " + unit + op + m[2] + " in " + unit
+			}
 			if targetOnlyRE.MatchString(own) && unit != "" {
 				return targetOnlyRE.ReplaceAllString(own, n+" "+unit+" $1")
 			}
@@ -109,11 +117,8 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	}
 	var answers []string
 	var done [][]string
-	for _, m := range convs {
-		to, ok := units[strings.ToLower(m[4])]
-		if _, known := lookUnit(m[3]); !ok || !known {
-			continue
-		}
+	for _, m := range slices.DeleteFunc(convs, notUnits) {
+		to := units[strings.ToLower(m[4])]
 		answer, err := convert(m[1]+m[2]+" "+m[3], to, places)
 		if err != nil {
 			return agentkit.Result{}, err
@@ -130,6 +135,14 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		}
 	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
+}
+
+// notUnits says a match of convRE names a unit it does not know on either
+// side ("1 mile to it").
+func notUnits(m []string) bool {
+	_, to := units[strings.ToLower(m[4])]
+	_, from := lookUnit(m[3])
+	return !to || !from
 }
 
 // unusedQuantities are the quantities of the task's own text (as

@@ -66,6 +66,8 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"How many lines are in data.csv?", "data.csv: 6 words, 1 sentence, 3 lines, 16 characters"},
 		{"What's the average of 3, 5 and 10?", "(3 + 5 + 10) / 3 = 6"},
 		{"What is 5 km plus 3 miles in km?", "5 km + 3 miles = 9.83 km"},
+		{"Convert 3 miles to km and add 2 km", "4.828032 km + 2 km = 6.83 km (4.828032: the result of t1)"},
+		{"Convert 10 kg to pounds, then subtract 3 pounds", "22.0462262185 lb - 3 lb = 19.05 lb (22.0462262185: the result of t1)"},
 		{"Convert 100 fahrenheit to celsius and then to kelvin", "37.7777777778 °C = 310.93 K (37.7777777778: the result of t1)"},
 		{"Convert 1 gallon to liters and 5 feet 10 inches to cm", "1 gallon = 3.79 l; 5 ft + 10 in = 177.80 cm"},
 		{"What is 20 percent of 55 plus 3?", "20% of 55 + 3 = 14"},
