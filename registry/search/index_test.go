@@ -94,18 +94,20 @@ func TestNothingToJudgeByMatchesNothing(t *testing.T) {
 // 1/3?" had no word left and matched nobody.
 func TestOperatorsAreWords(t *testing.T) {
 	for in, want := range map[string]string{
-		"What is 1/3 of 90?":  "What is 1 divided by 3 of 90?",
-		"Compute 6*7 + 2":     "Compute 6 times 7 plus 2",
-		"1+2+3":               "1 plus 2 plus 3",
-		"15% of 2^(3)":        "15 percent of 2 power (3)",
-		"km/h and 2026-12-03": "km/h and 2026 minus 12 minus 03",
+		"What is 1/3 of 90?":                    "What is 1 divided by 3 of 90?",
+		"Compute 6*7 + 2":                       "Compute 6 times 7 plus 2",
+		"1+2+3":                                 "1 plus 2 plus 3",
+		"15% of 2^(3)":                          "15 percent of 2 power (3)",
+		"km/h and 2026-12-03":                   "km/h and 2026 minus 12 minus 03",
+		"2 to the 10th power, the 1st and 22nd": "2 to the 10 power, the 1 and 22",
+		"the 4th-floor north":                   "the 4-floor north",
 	} {
 		if got := withOperatorWords(in); got != want {
 			t.Errorf("withOperatorWords(%q) = %q, want %q", in, got, want)
 		}
 	}
-	ix := buildIndex(t, append(slices.Clone(testDocs), Doc{Name: "calculator", Description: "Evaluates arithmetic.", Capabilities: []string{"divide one number by another", "what percent of a number is"}}))
-	for _, q := range []string{"What is 1/3?", "What is 15% of 240?"} {
+	ix := buildIndex(t, append(slices.Clone(testDocs), Doc{Name: "calculator", Description: "Evaluates arithmetic.", Capabilities: []string{"divide one number by another", "what percent of a number is", "square roots and powers"}}))
+	for _, q := range []string{"What is 1/3?", "What is 15% of 240?", "What is 2 to the 10th power?"} {
 		hits, err := ix.Search(t.Context(), Query{Texts: []string{q}})
 		if err != nil || len(hits) == 0 || hits[0].Name != "calculator" || hits[0].Match < 0.2 {
 			t.Errorf("%q: %+v %v, want the calculator matched", q, hits, err)

@@ -16,6 +16,10 @@ var (
 	operatorRE = regexp.MustCompile(`(\d)\s*([-+*/×÷^])\s*(\d|\()`)
 	// percentRE is a percentage ("15%").
 	percentRE = regexp.MustCompile(`(\d)\s*%`)
+	// ordinalRE is a number written as an ordinal ("the 10th power"): it
+	// is read as the number, which judges no card, where "10th" was a word
+	// no card holds and lowered every match.
+	ordinalRE = regexp.MustCompile(`(?i)\b(\d+)(?:st|nd|rd|th)\b`)
 )
 
 var operatorWords = map[string]string{
@@ -23,8 +27,9 @@ var operatorWords = map[string]string{
 }
 
 // withOperatorWords writes the arithmetic operators of a query as words:
-// "1/3 of 90" reads "1 divided by 3 of 90".
+// "1/3 of 90" reads "1 divided by 3 of 90", and its ordinals as numbers.
 func withOperatorWords(text string) string {
+	text = ordinalRE.ReplaceAllString(text, "$1")
 	text = percentRE.ReplaceAllString(text, "$1 percent")
 	// Twice: in "1+2+3" the middle number takes part in two matches, which
 	// one pass cannot both replace.
