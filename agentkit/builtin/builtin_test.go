@@ -212,20 +212,26 @@ func TestWorkers(t *testing.T) {
 			t.Errorf("calculator(%q) after t1 = %q, %v; want %q", desc, got, err, want)
 		}
 	}
+	// unitsAfter runs the converter on each task after the earlier result
+	// and checks its answer ("": it must fail).
+	unitsAfter := func(earlier string, cases map[string]string) {
+		t.Helper()
+		e := agentkit.TaskOutcome{TaskID: "t1", Status: "completed", Result: earlier}
+		for desc, want := range cases {
+			got, err := run(t, "units", desc, o, e)
+			if want == "" && err == nil || want != "" && (err != nil || got != want) {
+				t.Errorf("units(%q) after %q = %q, %v; want %q", desc, earlier, got, err, want)
+			}
+		}
+	}
 	// A quantity added to the earlier answer, or taken from it, in its unit.
-	km := []agentkit.TaskOutcome{{TaskID: "t1", Status: "completed", Result: "3 miles = 4.83 km"}}
-	for desc, want := range map[string]string{
+	unitsAfter("3 miles = 4.83 km", map[string]string{
 		"add 2 km":                   "4.828032 km + 2 km = 6.83 km (4.828032: the result of t1)",
 		"and then subtract 500 m.":   "4.828032 km - 500 m = 4.33 km (4.828032: the result of t1)",
 		"add 1 mile to it":           "4.828032 km + 1 mile = 6.44 km (4.828032: the result of t1)",
 		"add 2 kg":                   "",
 		"add 2 km and convert to ft": "",
-	} {
-		got, err := run(t, "units", desc, o, km...)
-		if want == "" && err == nil || want != "" && (err != nil || got != want) {
-			t.Errorf("units(%q) after t1 = %q, %v; want %q", desc, got, err, want)
-		}
-	}
+	})
 	// The calculator adds them as the converter does.
 	lb := agentkit.TaskOutcome{TaskID: "t1", Status: "completed", Result: "10 kg = 22.05 lb"}
 	if got, err := run(t, "calculator", "then subtract 3 pounds", o, lb); err != nil || got != "22.0462262185 lb - 3 lb = 19.05 lb (22.0462262185: the result of t1)" {
@@ -237,8 +243,7 @@ func TestWorkers(t *testing.T) {
 	}
 	// A conversion that names only the unit to convert to takes the earlier
 	// answer's own unit.
-	temp := []agentkit.TaskOutcome{{TaskID: "t1", Status: "completed", Result: "100 °F = 37.78 °C"}}
-	for desc, want := range map[string]string{
+	unitsAfter("100 °F = 37.78 °C", map[string]string{
 		"to kelvin":                "37.7777777778 °C = 310.93 K (37.7777777778: the result of t1)",
 		"and then to fahrenheit":   "37.7777777778 °C = 100.00 °F (37.7777777778: the result of t1)",
 		"convert it into kelvin.":  "37.7777777778 °C = 310.93 K (37.7777777778: the result of t1)",
@@ -246,12 +251,7 @@ func TestWorkers(t *testing.T) {
 		"convert 5 km to miles":    "5 km = 3.11 miles",
 		"then to miles per hour":   "",
 		"to kelvin, then to miles": "",
-	} {
-		got, err := run(t, "units", desc, o, temp...)
-		if want == "" && err == nil || want != "" && (err != nil || got != want) {
-			t.Errorf("units(%q) after t1 = %q, %v; want %q", desc, got, err, want)
-		}
-	}
+	})
 	// A conversion chained on an earlier one starts from its value
 	// unrounded: "6.21 miles" as printed gave 32788.80 ft for 10 km.
 	miles := agentkit.TaskOutcome{TaskID: "t1", Assignee: "units", Status: "completed", Result: "10 km = 6.21 miles"}
