@@ -2,6 +2,7 @@ package orchestrator_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -241,6 +242,70 @@ func TestTeamUpAfterTheChatWasRecordedElsewhereGetsThatChat(t *testing.T) {
 	}
 	if reply.CommID != recorded {
 		t.Fatalf("team-up answered chat %s, want the recorded %s", reply.CommID, recorded)
+	}
+}
+
+// A team-up whose record of the team is refused (another instance ended
+// the goal meanwhile; the owner's kept copy is older) starts no chat: the
+// start message, logged beside the record, reaches no member, and no chat
+// is open for them.
+func TestTeamUpRefusedAtItsRecordStartsNoChat(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{})
+	ctx := t.Context()
+	lead := newWireAgent(t, w.b, card("lead", "leads the team"))
+	lead.launchBusyFor = time.Minute // the goal stays forming
+	alpha := newWireAgent(t, w.b, card("alpha", "counts"))
+	for _, a := range []*wireAgent{lead, alpha} {
+		a.start(ctx)
+	}
+	var sub protocol.SubmitReply
+	if err := bus.Request(ctx, w.nc, w.b.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: "count", Launcher: "lead"}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first launch", func() bool {
+		lead.mu.Lock()
+		defer lead.mu.Unlock()
+		return !lead.firstLaunch.IsZero()
+	})
+	goals := w.goalsBucket(t)
+	e, err := goals.Get(ctx, sub.GoalID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st protocol.GoalStatus
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		t.Fatal(err)
+	}
+	st.Status = protocol.GoalCancelled
+	if _, err := goals.Update(ctx, sub.GoalID, bus.Encode(st), e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	var reply protocol.TeamupReply
+	err = bus.Request(ctx, lead.nc, w.b.Subjects().Teamup(), protocol.TeamupRequest{GoalID: sub.GoalID, Launcher: "lead", Members: []string{"alpha"}}, &reply)
+	if !errors.Is(err, protocol.ErrConflict) || !strings.Contains(err.Error(), "ended while its team formed") {
+		t.Fatalf("team-up of a goal ended elsewhere: %+v, %v; want a conflict", reply, err)
+	}
+	// Whatever reached the members got there before the answer: the
+	// start would have been delivered first. A flush of each connection
+	// lets anything in flight arrive.
+	for _, a := range []*wireAgent{lead, alpha} {
+		if err := a.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		a.mu.Lock()
+		n := len(a.logs)
+		a.mu.Unlock()
+		if n != 0 {
+			t.Errorf("%s heard of %d chat(s) of a team that was not recorded", a.card.Name, n)
+		}
+		subject, _ := w.b.Subjects().OpenChats(a.card.Name)
+		var open protocol.OpenChatsReply
+		if err := bus.Request(ctx, a.nc, subject, struct{}{}, &open); err != nil {
+			t.Fatal(err)
+		}
+		if len(open.Chats) != 0 {
+			t.Errorf("%s has open chats %v of a team that was not recorded", a.card.Name, open.Chats)
+		}
 	}
 }
 
