@@ -22,6 +22,15 @@ func run(t *testing.T, name, desc string, o builtin.Options, earlier ...agentkit
 	return res.Conclusion, err
 }
 
+// An empty sandbox is said to be empty, not listed as "files: ".
+func TestFileReaderEmptySandbox(t *testing.T) {
+	box := t.TempDir()
+	got, err := run(t, "files", "List the files", builtin.Options{Sandbox: box})
+	if err != nil || got != "the sandbox folder "+box+" has no files" {
+		t.Fatalf("list of an empty sandbox = %q, %v", got, err)
+	}
+}
+
 func TestWorkers(t *testing.T) {
 	box := t.TempDir()
 	if err := os.CopyFS(box, fstest.MapFS{
@@ -130,6 +139,9 @@ func TestWorkers(t *testing.T) {
 		{"units", "10 km minus 2,500 m in miles", "10 km - 2,500 m = 4.66 miles", ""},
 		{"units", "convert 5 km plus 3 kg to miles", "", "cannot convert kg (mass) to miles (length)"},
 		{"units", "5 apples plus 3 miles in km", "", `"apples" is not a unit it knows`},
+		{"units", "Write a short report of 12 * 3 and 100 fahrenheit in celsius", "", `does not compute with 12`},
+		{"units", "convert 5 km to miles, then multiply by 4", "", `does not compute with 4`},
+		{"units", "convert 5 km to miles for the 3 of us", "5 km = 3.11 miles", ""},
 		{"units", "20 celsius plus 5 celsius in fahrenheit", "", "cannot add temperatures"},
 		{"units", "Convert 1 gallon to liters and 5 feet 10 inches to cm", "1 gallon = 3.79 l; 5 ft + 10 in = 177.80 cm", ""},
 		{"units", "Convert 1 mile to meters", "1 mile = 1609.34 m", ""},
@@ -166,6 +178,7 @@ func TestWorkers(t *testing.T) {
 		{"files", "Read notes.txt and sub/b.md", "notes.txt:\nAgents team up. Agents conclude! Teams teams.\n\nsub/b.md:\ndeep file", ""},
 		{"files", "Read notes.txt", "notes.txt:\nAgents team up. Agents conclude! Teams teams.", ""},
 		{"files", "Read missing.txt", "", "read missing.txt: there is no such file in the sandbox folder " + box},
+		{"files", "List the files", "files: data.csv, notes.txt, sub", ""},
 		{"report", "Write the report", "", "no earlier results"},
 	} {
 		got, err := run(t, tc.worker, tc.desc, o)

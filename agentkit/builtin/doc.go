@@ -25,7 +25,8 @@
 // would pass for done. The unit converter knows length, mass, volume,
 // speed, temperature and time; it converts lists ("5 km and 3 km to
 // miles", "10 kg to pounds and ounces"), fails a task that leaves a
-// quantity of the kind it converts unconverted, reads a question ("how
+// quantity of the kind it converts unconverted or a calculation undone ("a
+// report of 12 * 3 and 100 fahrenheit in celsius"), reads a question ("how
 // many miles is 42 km", "how many seconds are in 3 hours"), adds and
 // subtracts quantities ("5 km plus 3
 // miles in km", "5 feet 10 inches to cm"; temperatures are not added) and

@@ -203,6 +203,9 @@ func (w fileReader) Run(_ context.Context, t agentkit.Task) (agentkit.Result, er
 		for _, e := range entries {
 			names = append(names, e.Name())
 		}
+		if len(names) == 0 { // "files: " read as a list cut short
+			return agentkit.Result{Conclusion: "the sandbox folder " + w.sandbox + " has no files"}, nil
+		}
 		return agentkit.Result{Conclusion: "files: " + strings.Join(names, ", ")}, nil
 	}
 	out := make([]string, len(files))

@@ -133,6 +133,12 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 			return agentkit.Result{}, fmt.Errorf("%q: the unit converter read %s and did not use %s; name each quantity with its unit and the unit to convert it to",
 				firstLine(desc), quoteJoin(done), strings.Join(left, ", "))
 		}
+		// "a report of 12 * 3 and 100 fahrenheit in celsius": the
+		// calculation is left undone, and the task with it.
+		if left := unusedNumbers(t.TaskDesc, done); len(left) > 0 {
+			return agentkit.Result{}, fmt.Errorf("%q: the unit converter converted %s and does not compute with %s; ask for the calculation on its own",
+				firstLine(desc), quoteJoin(done), strings.Join(left, ", "))
+		}
 	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
 }
