@@ -139,7 +139,7 @@ func TestWorkers(t *testing.T) {
 		{"units", "10 km minus 2,500 m in miles", "10 km - 2,500 m = 4.66 miles", ""},
 		{"units", "convert 5 km plus 3 kg to miles", "", "cannot convert kg (mass) to miles (length)"},
 		{"units", "5 apples plus 3 miles in km", "", `"apples" is not a unit it knows`},
-		{"units", "Write a short report of 12 * 3 and 100 fahrenheit in celsius", "", `does not compute with 12`},
+		{"units", "Write a short report of 12 * 3 and 100 fahrenheit in celsius", "", `converted "100 fahrenheit in celsius" and does not compute with 12`},
 		{"units", "convert 5 km to miles, then multiply by 4", "", `does not compute with 4`},
 		{"units", "convert 5 km to miles for the 3 of us", "5 km = 3.11 miles", ""},
 		{"units", "20 celsius plus 5 celsius in fahrenheit", "", "cannot add temperatures"},

@@ -123,7 +123,7 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		if err != nil {
 			return agentkit.Result{}, err
 		}
-		answers, done = append(answers, answer), append(done, m)
+		answers, done = append(answers, answer), append(done, usedPart(m, to))
 	}
 	if len(answers) == 0 {
 		return agentkit.Result{}, fmt.Errorf("no conversion like \"5 km to miles\" found in %q", firstLine(desc))
@@ -141,6 +141,23 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		}
 	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
+}
+
+// usedPart is the conversion m as far as it was converted: in "12 * 3 and
+// 100 fahrenheit in celsius" the match begins at "3 and", a number whose
+// "unit" sumTerms leaves out, and that number is not used.
+func usedPart(m []string, to unit) []string {
+	used := sumTerms(m[1]+m[2]+" "+m[3], to)
+	if len(used) == 0 {
+		return m
+	}
+	i := strings.Index(m[0], strings.TrimSpace(used[0][0]))
+	if i <= 0 {
+		return m
+	}
+	m = slices.Clone(m)
+	m[0] = m[0][i:]
+	return m
 }
 
 // notUnits says a match of convRE names a unit it does not know on either
