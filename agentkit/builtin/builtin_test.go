@@ -47,6 +47,8 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "Compute 19.5 * 4", "19.5 * 4 = 78", ""},
 		{"calculator", "what is (2 + 3) x 4 - 1?", "(2 + 3) x 4 - 1 = 19", ""},
 		{"calculator", "compute 2^10", "2^10 = 1024", ""},
+		{"calculator", "compute 50 + 10%", "50 + 10% = 55", ""},
+		{"calculator", "compute 200 - 25% - 10", "200 - 25% - 10 = 140", ""},
 		{"calculator", "15% of 200", "15% of 200 = 30", ""},
 		{"calculator", "divide 1 / 0", "", "not a finite number"},
 		// A comma before three digits groups thousands; before other
@@ -218,6 +220,8 @@ func TestWorkers(t *testing.T) {
 		"and then add 4":        "4 + 16.09344 = 20.09344 (16.09344: the result of t1)",
 		"divide by 2":           "16.09344 / 2 = 8.04672 (16.09344: the result of t1)",
 		"multiply by 3.":        "16.09344 * 3 = 48.28032 (16.09344: the result of t1)",
+		"then subtract 10%":     "16.09344 - 10% = 14.484096 (16.09344: the result of t1)",
+		"add 5 percent":         "16.09344 + 5% = 16.898112 (16.09344: the result of t1)",
 		"round it":              "16.09344 rounded = 16 (16.09344: the result of t1)",
 		"round it to 1 decimal": "16.09344 rounded = 16.1 (16.09344: the result of t1)",
 	} {

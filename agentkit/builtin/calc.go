@@ -185,22 +185,27 @@ func roundPlaces(v float64, places int) float64 {
 }
 
 // oneOperandRE is an operation missing its first operand, which is the
-// earlier answer: "… and subtract 10", "then divide by 2".
-var oneOperandRE = regexp.MustCompile(`(?i)^\W*(?:(?:and\s+)?then\s+)?(?:(subtract|add)\s+(-?` + numPat + `)|(multiply|divide)\s+by\s+(-?` + numPat + `))\W*$`)
+// earlier answer: "… and subtract 10", "then add 5%", "then divide by 2".
+var oneOperandRE = regexp.MustCompile(`(?i)^\W*(?:(?:and\s+)?then\s+)?(?:(subtract|add)\s+(-?` + numPat + `)(\s*%)?|(multiply|divide)\s+by\s+(-?` + numPat + `))\W*$`)
 
 // implicitRef names the earlier answer an operation leaves out: "subtract
-// 10" is "subtract 10 from it", "divide by 2" is "divide it by 2".
+// 10" is "subtract 10 from it", "add 5%" is "it + 5%" (5% of it), "divide by
+// 2" is "divide it by 2".
 func implicitRef(own string) string {
 	m := oneOperandRE.FindStringSubmatch(own)
 	switch {
 	case m == nil:
 		return own
+	case m[3] != "" && strings.EqualFold(m[1], "subtract"):
+		return "it - " + m[2] + "%"
+	case m[3] != "":
+		return "it + " + m[2] + "%"
 	case strings.EqualFold(m[1], "subtract"):
 		return "subtract " + m[2] + " from it"
 	case m[1] != "":
 		return "add " + m[2] + " to it"
 	default:
-		return m[3] + " it by " + m[4]
+		return m[4] + " it by " + m[5]
 	}
 }
 
@@ -209,7 +214,7 @@ func implicitRef(own string) string {
 // done), and fails on the first it cannot evaluate.
 func calculate(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
 	desc := t.TaskDesc
-	if own, _, _ := strings.Cut(desc, "\n\n"); addQuantityRE.MatchString(own) {
+	if own, _, _ := strings.Cut(desc, "\n\n"); quantityAdded(own) != nil {
 		// "subtract 3 pounds" from the earlier "22.05 lb": a sum of
 		// quantities, each in its unit, as the unit converter adds them.
 		return convertUnits(ctx, t)
@@ -337,6 +342,10 @@ func evalExpr(s string) (float64, error) {
 	return v, err
 }
 
+// barePercentRE is a term that is a percentage of nothing named: "10%"
+// in "50 - 10%".
+var barePercentRE = regexp.MustCompile(`^\(*[\d.]+%\)*$`)
+
 type parser struct {
 	s     string
 	i     int
@@ -356,7 +365,12 @@ func (p *parser) sum() (float64, error) {
 		op := p.peek()
 		p.i++
 		var w float64
-		if w, err = p.product(); op == '+' {
+		start := p.i
+		w, err = p.product()
+		if barePercentRE.MatchString(p.s[start:p.i]) {
+			w *= v // "50 + 10%" adds 10% of 50, as a calculator's % key does
+		}
+		if op == '+' {
 			v += w
 		} else {
 			v -= w

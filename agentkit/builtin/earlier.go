@@ -88,6 +88,22 @@ var targetOnlyRE = regexp.MustCompile(`(?i)^\W*(?:(?:and\s+)?then\s+)?(?:convert
 // 2 the quantity.
 var addQuantityRE = regexp.MustCompile(`(?i)^\W*(?:(?:and\s+)?then\s+)?(add|subtract)\s+(-?` + numPat + `\s*` + unitPat + `)(?:\s+(?:to|from)\s+` + refWords + `)?\W*$`)
 
+// quantityAdded is addQuantityRE's match of own when its quantity is in a
+// unit the converter knows ("add 2 km", not "add 3 apples" nor "subtract
+// 10 percent").
+func quantityAdded(own string) []string {
+	m := addQuantityRE.FindStringSubmatch(own)
+	if m == nil {
+		return nil
+	}
+	if q := termRE.FindStringSubmatch(m[2]); q == nil {
+		return nil
+	} else if _, ok := lookUnit(q[3]); !ok {
+		return nil
+	}
+	return m
+}
+
 // findWithEarlierAnswer finds re's matches in the task's own text once
 // rewrite has put the last earlier answer (its number, and its unit when
 // it has one) in it, and a note saying where that number came from;

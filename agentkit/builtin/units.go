@@ -96,7 +96,7 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	var note string
 	if len(convs) == 0 { // "then convert it from km to miles", "then to kelvin"
 		convs, note = findWithEarlierAnswer(t, convRE, func(own, n, unit string) string {
-			if m := addQuantityRE.FindStringSubmatch(own); m != nil && unit != "" { // "and add 2 km"
+			if m := quantityAdded(own); m != nil && unit != "" { // "and add 2 km"
 				op := " plus "
 				if strings.EqualFold(m[1], "subtract") {
 					op = " minus "
