@@ -31,8 +31,9 @@ var (
 	leadRE     = regexp.MustCompile(`(?i)^(?:(?:and\s+)?then|after\s+that,?|afterwards,?|finally,?|and)\s+`)
 	depStartRE = regexp.MustCompile(`(?i)^(?:then|after\s+that|afterwards|finally|using|with\s+the\s+results?|based\s+on)\b`)
 	// oneOperandRE is an operation missing its first operand, which must
-	// then be an earlier result: "… and subtract 10", "add 2 km", "divide by 2".
-	oneOperandRE = regexp.MustCompile(`(?i)^(?:subtract|add)\s+-?\d[\d.,]*(?:\s*°?[a-z]+)?$|^(?:multiply|divide)\s+by\s+-?\d[\d.,]*$`)
+	// then be an earlier result: "… and subtract 10", "add 2 km", "add 5%",
+	// "divide by 2".
+	oneOperandRE = regexp.MustCompile(`(?i)^(?:subtract|add)\s+-?\d[\d.,]*(?:\s*%|\s*°?[a-z]+)?$|^(?:multiply|divide)\s+by\s+-?\d[\d.,]*$`)
 	backRefRE    = regexp.MustCompile(`(?i)\b(?:it|its|them|their|the\s+results?|those\s+results?|these\s+results?)\b`)
 )
 

@@ -58,6 +58,8 @@ func TestSplit(t *testing.T) {
 			[]C{{"Multiply 12.5 by 4", false}, {"subtract 10", true}, {"Divide by 2", true}}},
 		{"a quantity added to an earlier one", "Convert 3 miles to km and add 2 km",
 			[]C{{"Convert 3 miles to km", false}, {"add 2 km", true}}},
+		{"a percentage taken off an earlier result", "Compute 12 * 12 and subtract 10%",
+			[]C{{"Compute 12 * 12", false}, {"subtract 10%", true}}},
 		{"an operation with both", "Multiply 12.5 by 4 and subtract 3 from 10",
 			[]C{{"Multiply 12.5 by 4", false}, {"subtract 3 from 10", false}}},
 		{"using", "Compute the total. Using the result, write an invoice",
