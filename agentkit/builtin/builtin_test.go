@@ -49,6 +49,10 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "compute 2^10", "2^10 = 1024", ""},
 		{"calculator", "compute 50 + 10%", "50 + 10% = 55", ""},
 		{"calculator", "compute 200 - 25% - 10", "200 - 25% - 10 = 140", ""},
+		{"calculator", "Add 15% VAT to 200", "200 + 15% = 230", ""},
+		{"calculator", "subtract 20 percent from 50", "50 - 20% = 40", ""},
+		{"calculator", "What is 20% off 80?", "80 - 20% = 64", ""},
+		{"calculator", "add 5 to 10", "5 + 10 = 15", ""},
 		{"calculator", "15% of 200", "15% of 200 = 30", ""},
 		{"calculator", "divide 1 / 0", "", "not a finite number"},
 		// A comma before three digits groups thousands; before other

@@ -49,6 +49,9 @@ var wordOps = func() []wordOp {
 	var ops []wordOp
 	for _, o := range [][2]string{
 		{n + `\s*(?:percent|per\s+cent)\b`, "$1%"},
+		{`add\s+` + n + `\s*%(?:\s+[a-zA-Z]{2,})?\s+to\s+` + n, "$2 + $1%"},        // "add 15% VAT to 200"
+		{`subtract\s+` + n + `\s*%(?:\s+[a-zA-Z]{2,})?\s+from\s+` + n, "$2 - $1%"}, // "subtract 20% from 50"
+		{n + `\s*%\s+off\s+(?:of\s+)?` + n, "$2 - $1%"},                            // "20% off 80"
 		{`factorial\s+of\s+(\d+)\b`, "$1!"},
 		{`(\d+\s*/\s*\d+)\s+of\s+` + n, "$1 * $2"}, // "1/3 of 90"
 		{`(?:a\s+)?half\s+of\s+` + n, "$1 / 2"},

@@ -13,7 +13,8 @@
 // the expression it means, a percentage as a factor ("10% of 50% of 200 +
 // 3" is 13, "20 percent of 55 plus 3" is 14, "15% tip on 84.50" is
 // 12.675) and a percentage added or taken off as a percentage of what it
-// is added to ("50 + 10%" is 55, "… then subtract 10%"), a fraction of a number ("1/3 of 90", "half of 90"), a price
+// is added to ("50 + 10%" is 55, "add 15% VAT to 200", "20% off 80", "…
+// then subtract 10%"), a fraction of a number ("1/3 of 90", "half of 90"), a price
 // ("3 nights at 90 euros" is 270), a factorial ("7!", "7 factorial"), an
 // operation over a list
 // ("the average of 3, 5 and 10", "the sum of 1, 2, 3 and 4", "add 17, 25

@@ -75,6 +75,7 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"What is 7 factorial?", "7! = 5040"},
 		{"What is 2 to the 10th power?", "2^10 = 1024"},
 		{"Compute 80 + 15%", "80 + 15% = 92"},
+		{"Add 15% VAT to 200", "200 + 15% = 230"},
 		{"Compute 12 * 12 and subtract 10%", "144 - 10% = 129.6 (144: the result of t1)"},
 		{"Multiply 3 by 4 by 5", "3 * 4 * 5 = 60"},
 		{"What is 1/3 of 90?", "1/3 * 90 = 30"},
