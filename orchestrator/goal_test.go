@@ -200,15 +200,15 @@ func TestTeamUpsReuseMembersCards(t *testing.T) {
 	}
 }
 
-// A team-up that reaches the goal's owner after another instance recorded
-// the goal's chat (the owner's kept copy of the record is older) is
-// answered with that chat, as any retried team-up is, not refused.
-func TestTeamUpAfterTheChatWasRecordedElsewhereGetsThatChat(t *testing.T) {
-	w := newWorld(t, orchestrator.Config{})
+// goalWrittenElsewhere submits a goal that lead launches (busy, so the goal
+// stays forming; alpha is to join it) and rewrites its record with edit, as
+// another instance would: the owner's kept copy of the record is older.
+func goalWrittenElsewhere(t *testing.T, w *world, edit func(*protocol.GoalStatus)) (lead, alpha *wireAgent, goalID string) {
+	t.Helper()
 	ctx := t.Context()
-	lead := newWireAgent(t, w.b, card("lead", "leads the team"))
+	lead = newWireAgent(t, w.b, card("lead", "leads the team"))
 	lead.launchBusyFor = time.Minute // the goal stays forming
-	alpha := newWireAgent(t, w.b, card("alpha", "counts"))
+	alpha = newWireAgent(t, w.b, card("alpha", "counts"))
 	for _, a := range []*wireAgent{lead, alpha} {
 		a.start(ctx)
 	}
@@ -221,7 +221,6 @@ func TestTeamUpAfterTheChatWasRecordedElsewhereGetsThatChat(t *testing.T) {
 		defer lead.mu.Unlock()
 		return !lead.firstLaunch.IsZero()
 	})
-	// Another instance's write, as the owner's copy does not know it.
 	goals := w.goalsBucket(t)
 	e, err := goals.Get(ctx, sub.GoalID)
 	if err != nil {
@@ -231,13 +230,24 @@ func TestTeamUpAfterTheChatWasRecordedElsewhereGetsThatChat(t *testing.T) {
 	if err := json.Unmarshal(e.Value(), &st); err != nil {
 		t.Fatal(err)
 	}
-	const recorded = "celsewhere0001"
-	st.CommID, st.Status, st.Team = recorded, protocol.GoalRunning, []string{"lead", "alpha"}
+	edit(&st)
 	if _, err := goals.Update(ctx, sub.GoalID, bus.Encode(st), e.Revision()); err != nil {
 		t.Fatal(err)
 	}
+	return lead, alpha, sub.GoalID
+}
+
+// A team-up that reaches the goal's owner after another instance recorded
+// the goal's chat (the owner's kept copy of the record is older) is
+// answered with that chat, as any retried team-up is, not refused.
+func TestTeamUpAfterTheChatWasRecordedElsewhereGetsThatChat(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{})
+	const recorded = "celsewhere0001"
+	lead, _, goalID := goalWrittenElsewhere(t, w, func(st *protocol.GoalStatus) {
+		st.CommID, st.Status, st.Team = recorded, protocol.GoalRunning, []string{"lead", "alpha"}
+	})
 	var reply protocol.TeamupReply
-	if err := bus.Request(ctx, lead.nc, w.b.Subjects().Teamup(), protocol.TeamupRequest{GoalID: sub.GoalID, Launcher: "lead", Members: []string{"alpha"}}, &reply); err != nil {
+	if err := bus.Request(t.Context(), lead.nc, w.b.Subjects().Teamup(), protocol.TeamupRequest{GoalID: goalID, Launcher: "lead", Members: []string{"alpha"}}, &reply); err != nil {
 		t.Fatalf("team-up: %v, want the chat recorded", err)
 	}
 	if reply.CommID != recorded {
@@ -246,42 +256,14 @@ func TestTeamUpAfterTheChatWasRecordedElsewhereGetsThatChat(t *testing.T) {
 }
 
 // A team-up whose record of the team is refused (another instance ended
-// the goal meanwhile; the owner's kept copy is older) starts no chat: the
-// start message, logged beside the record, reaches no member, and no chat
-// is open for them.
+// the goal meanwhile; the owner's kept copy is older) starts no chat: no
+// member hears of it, and none has it open.
 func TestTeamUpRefusedAtItsRecordStartsNoChat(t *testing.T) {
 	w := newWorld(t, orchestrator.Config{})
 	ctx := t.Context()
-	lead := newWireAgent(t, w.b, card("lead", "leads the team"))
-	lead.launchBusyFor = time.Minute // the goal stays forming
-	alpha := newWireAgent(t, w.b, card("alpha", "counts"))
-	for _, a := range []*wireAgent{lead, alpha} {
-		a.start(ctx)
-	}
-	var sub protocol.SubmitReply
-	if err := bus.Request(ctx, w.nc, w.b.Subjects().Goal(bus.GoalSubmit), protocol.GoalRequest{Goal: "count", Launcher: "lead"}, &sub); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the first launch", func() bool {
-		lead.mu.Lock()
-		defer lead.mu.Unlock()
-		return !lead.firstLaunch.IsZero()
-	})
-	goals := w.goalsBucket(t)
-	e, err := goals.Get(ctx, sub.GoalID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st protocol.GoalStatus
-	if err := json.Unmarshal(e.Value(), &st); err != nil {
-		t.Fatal(err)
-	}
-	st.Status = protocol.GoalCancelled
-	if _, err := goals.Update(ctx, sub.GoalID, bus.Encode(st), e.Revision()); err != nil {
-		t.Fatal(err)
-	}
+	lead, alpha, goalID := goalWrittenElsewhere(t, w, func(st *protocol.GoalStatus) { st.Status = protocol.GoalCancelled })
 	var reply protocol.TeamupReply
-	err = bus.Request(ctx, lead.nc, w.b.Subjects().Teamup(), protocol.TeamupRequest{GoalID: sub.GoalID, Launcher: "lead", Members: []string{"alpha"}}, &reply)
+	err := bus.Request(ctx, lead.nc, w.b.Subjects().Teamup(), protocol.TeamupRequest{GoalID: goalID, Launcher: "lead", Members: []string{"alpha"}}, &reply)
 	if !errors.Is(err, protocol.ErrConflict) || !strings.Contains(err.Error(), "ended while its team formed") {
 		t.Fatalf("team-up of a goal ended elsewhere: %+v, %v; want a conflict", reply, err)
 	}
