@@ -410,8 +410,13 @@ type prepared struct {
 }
 
 func (ix *Index) prepare(ctx context.Context, text string) (prepared, bool, error) {
-	text = withOperatorWords(withFileWord(text))
+	query := text
+	text = withOperatorWords(withFileWord(withoutQuotedText(query)))
 	ts := ix.an.analyze(text)
+	if len(ts) == 0 && quotedRE.MatchString(query) { // all quote: the quote is all there is
+		text = withOperatorWords(withFileWord(query))
+		ts = ix.an.analyze(text)
+	}
 	terms := ix.queryTerms(ts)
 	if len(terms) == 0 && strings.TrimSpace(text) == "" {
 		return prepared{}, false, nil

@@ -363,3 +363,35 @@ func FuzzSearch(f *testing.F) {
 		}
 	})
 }
+
+// A task's quoted text is its data: it does not dilute the match ("ROT13
+// the text \"Hello agents\"" matched at 0.26, "ROT13 the text" at 0.52),
+// unless the quote is all there is to judge by.
+func TestQuotedTextIsData(t *testing.T) {
+	for in, want := range map[string]string{
+		`ROT13 the text "Hello agents"`:      "ROT13 the text " + strings.Repeat(" ", len(`"Hello agents"`)),
+		"Encode 'Hello NATS' with ROT13.":    "Encode" + strings.Repeat(" ", len(" 'Hello NATS' ")) + "with ROT13.",
+		"What's in fox.txt? Don't guess":     "What's in fox.txt? Don't guess",
+		"Translate “good morning” to French": "Translate " + strings.Repeat(" ", len("“good morning”")) + " to French",
+	} {
+		if got := withoutQuotedText(in); got != want {
+			t.Errorf("withoutQuotedText(%q) = %q, want %q", in, got, want)
+		}
+	}
+	ix := buildIndex(t, append(slices.Clone(testDocs), Doc{Name: "rot13", Description: "Encodes and decodes text with ROT13, the letter substitution cipher that rotates each letter by 13 places.",
+		Capabilities: []string{"rot13", "caesar cipher", "encode text", "decode text"}}))
+	match := func(q string) float64 {
+		t.Helper()
+		hits, err := ix.Search(t.Context(), Query{Texts: []string{q}})
+		if err != nil || len(hits) == 0 || hits[0].Name != "rot13" {
+			t.Fatalf("%q: %+v %v, want rot13 first", q, hits, err)
+		}
+		return hits[0].Match
+	}
+	if quoted, bare := match(`ROT13 the text "Hello agents"`), match("ROT13 the text"); quoted != bare {
+		t.Errorf("the quote changed the match: %.3f with it, %.3f without", quoted, bare)
+	}
+	if m := match(`"rot13 cipher"`); m < 0.3 {
+		t.Errorf("a query that is all quote matched %.3f, want it judged by its quote", m)
+	}
+}
