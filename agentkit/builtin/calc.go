@@ -274,15 +274,22 @@ var operandRE = regexp.MustCompile(`(?i)(?:(?:\b(?:times|plus|minus|by|over|than
 // sum of 2 and 5" read as 2 + 5, would be an answer to another question
 // that passes for done.
 func unusedNumbers(desc string, exprs [][]string) []string {
-	own, _, _ := strings.Cut(desc, "\n\n")
-	for _, m := range exprs {
-		own = strings.ReplaceAll(own, m[0], " ") // every copy: findAll keeps one
-	}
 	var left []string
-	for _, m := range operandRE.FindAllStringSubmatch(own, -1) {
+	for _, m := range operandRE.FindAllStringSubmatch(ownWithout(desc, exprs), -1) {
 		left = append(left, m[1]+m[2])
 	}
 	return left
+}
+
+// ownWithout is the task's own text (desc's first paragraph) with what the
+// matches done took blanked out, every copy of each (findAll keeps one):
+// what is left is what the worker did not use.
+func ownWithout(desc string, done [][]string) string {
+	own, _, _ := strings.Cut(desc, "\n\n")
+	for _, m := range done {
+		own = strings.ReplaceAll(own, m[0], " ")
+	}
+	return own
 }
 
 func quoteJoin(exprs [][]string) string {

@@ -86,7 +86,7 @@ var targetOnlyRE = regexp.MustCompile(`(?i)^\W*(?:(?:and\s+)?then\s+)?(?:convert
 // addQuantityRE adds a quantity to the earlier answer, or takes one from
 // it: "and add 2 km", "subtract 500 m from it". Group 1 is the operation,
 // 2 the quantity.
-var addQuantityRE = regexp.MustCompile(`(?i)^\W*(?:(?:and\s+)?then\s+)?(add|subtract)\s+(-?` + numPat + `\s*` + unitPat + `)(?:\s+(?:to|from)\s+` + refWords + `)?\W*$`)
+var addQuantityRE = regexp.MustCompile(`(?i)^\W*(?:(?:and\s+)?then\s+)?(add|subtract)\s+(` + quantity + `)(?:\s+(?:to|from)\s+` + refWords + `)?\W*$`)
 
 // quantityAdded is addQuantityRE's match of own when its quantity is in a
 // unit the converter knows ("add 2 km", not "add 3 apples" nor "subtract

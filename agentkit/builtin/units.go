@@ -108,6 +108,7 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 			}
 			return unitBackRefRE.ReplaceAllString(own, n+" $1")
 		})
+		convs = slices.DeleteFunc(convs, notUnits)
 	}
 	// Answers have 2 decimals, or as many as the task asks for ("… and
 	// round to 1 decimal").
@@ -117,7 +118,7 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	}
 	var answers []string
 	var done [][]string
-	for _, m := range slices.DeleteFunc(convs, notUnits) {
+	for _, m := range convs {
 		to := units[strings.ToLower(m[4])]
 		answer, err := convert(m[1]+m[2]+" "+m[3], to, places)
 		if err != nil {
@@ -174,15 +175,13 @@ func notUnits(m []string) bool {
 // done. A quantity of another kind sets the scene ("for a 3 day trip,
 // convert 500 km to miles"), as does a number without a unit.
 func unusedQuantities(desc string, done [][]string) []string {
-	own, _, _ := strings.Cut(desc, "\n\n")
 	kinds := map[string]bool{}
 	for _, m := range done {
-		own = strings.ReplaceAll(own, m[0], " ")
 		to, _ := lookUnit(m[4])
 		kinds[to.kind] = true
 	}
 	var left []string
-	for _, m := range termRE.FindAllStringSubmatch(own, -1) {
+	for _, m := range termRE.FindAllStringSubmatch(ownWithout(desc, done), -1) {
 		if u, ok := lookUnit(m[3]); ok && kinds[u.kind] {
 			left = append(left, m[2]+" "+m[3])
 		}

@@ -132,13 +132,18 @@ func Apply(c Chat, m AgentMessage) (Chat, error) {
 	} else if !c.IsMember(m.Sender) && !(m.Type == MsgTaskResult && m.Sender == SystemSender) {
 		return c, Errorf(ErrNotMember, "%q is not a member of chat %s", m.Sender, c.CommID)
 	}
-	for field, parts := range map[string][]string{"undone": m.Undone, "not_started": m.NotStarted} {
-		if len(parts) > 0 && m.Type != MsgConclusion {
-			return c, Errorf(ErrInvalid, "%s belongs in a conclusion, not in a %s message", field, m.Type)
+	// An array, not a map: no allocation on every message, and the first
+	// field at fault is always the one named.
+	for _, f := range [...]struct {
+		name  string
+		parts []string
+	}{{"undone", m.Undone}, {"not_started", m.NotStarted}} {
+		if len(f.parts) > 0 && m.Type != MsgConclusion {
+			return c, Errorf(ErrInvalid, "%s belongs in a conclusion, not in a %s message", f.name, m.Type)
 		}
-		for _, u := range parts {
+		for _, u := range f.parts {
 			if strings.TrimSpace(u) == "" {
-				return c, Errorf(ErrInvalid, "%s: an empty part", field)
+				return c, Errorf(ErrInvalid, "%s: an empty part", f.name)
 			}
 		}
 	}
