@@ -48,6 +48,8 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"Convert 3 lbs to kg", "3 lb = 1.36 kg"},
 		{"Compute 15% tip on 84.50", "15% tip on 84.50 = 12.675"},
 		{"Count the words in notes.txt", "notes.txt: 5 words, 2 sentences"},
+		{"Count the words in: the quick brown fox jumps over the lazy dog", "the text: 9 words, 1 sentence"},
+		{"Task 2: convert 5 km to miles", "5 km = 3.11 miles"},
 		{"Divide 100 by 8", "100 / 8 = 12.5"},
 		{"What is the square root of 144?", "√144 = 12"},
 		{"Compute 17% of 3,200", "17% of 3,200 = 544"},

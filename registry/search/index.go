@@ -443,14 +443,20 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	var preps []prepared
+	var preps [][]prepared // each text's readings
 	for _, t := range q.Texts {
-		p, ok, err := ix.prepare(ctx, t)
-		if err != nil {
-			return nil, err
+		var rs []prepared
+		for _, r := range readings(t) {
+			p, ok, err := ix.prepare(ctx, r)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				rs = append(rs, p)
+			}
 		}
-		if ok {
-			preps = append(preps, p)
+		if len(rs) > 0 {
+			preps = append(preps, rs)
 		}
 	}
 	if len(preps) == 0 {
@@ -496,10 +502,19 @@ func (ix *Index) Search(ctx context.Context, q Query) ([]Hit, error) {
 	match := make(map[int32]float64)
 	bufs := ix.getBufs()
 	defer ix.bufs.Put(bufs)
-	for _, p := range preps {
-		cands, err := ix.searchOne(ctx, p, limit, where(q.Type, q.Tags), keep, bufs)
-		if err != nil {
-			return nil, err
+	for _, rs := range preps {
+		// Of a text's readings, the one some card fits best counts (the
+		// whole text on a tie).
+		var cands map[int32]signals
+		best := -1.0
+		for _, p := range rs {
+			cs, err := ix.searchOne(ctx, p, limit, where(q.Type, q.Tags), keep, bufs)
+			if err != nil {
+				return nil, err
+			}
+			if m := topMatch(cs); m > best {
+				cands, best = cs, m
+			}
 		}
 		for id, s := range cands {
 			total[id] += s.score / float64(len(preps))
@@ -647,6 +662,15 @@ func (ix *Index) searchOne(ctx context.Context, p prepared, limit int, wh map[st
 // signals are what a query text says of one candidate: its fused rank
 // score and its absolute match.
 type signals struct{ score, match float64 }
+
+// topMatch is the best absolute match among cs (0 for none).
+func topMatch(cs map[int32]signals) float64 {
+	best := 0.0
+	for _, s := range cs {
+		best = max(best, s.match)
+	}
+	return best
+}
 
 const (
 	prfAlpha = 1.0 // weight of the feedback cards' mean against the query

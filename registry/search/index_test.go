@@ -395,3 +395,40 @@ func TestQuotedTextIsData(t *testing.T) {
 		t.Errorf("a query that is all quote matched %.3f, want it judged by its quote", m)
 	}
 }
+
+func TestDataAfterAColon(t *testing.T) {
+	for in, want := range map[string][]string{
+		"Count the words in: the quick brown fox": {"Count the words in: the quick brown fox", "Count the words in"},
+		"Translate into French:  good morning":    {"Translate into French:  good morning", "Translate into French"},
+		"Task 2: convert 5 km to miles":           {"Task 2: convert 5 km to miles"}, // a label
+		"Note: count the sheep":                   {"Note: count the sheep"},
+		"Meet at 10:30 tomorrow":                  {"Meet at 10:30 tomorrow"},
+		"Fetch http://example.com/a":              {"Fetch http://example.com/a"},
+		"Summarise:":                              {"Summarise:"},
+		": the fox":                               {": the fox"},
+	} {
+		if got := readings(in); !slices.Equal(got, want) {
+			t.Errorf("readings(%q) = %q, want %q", in, got, want)
+		}
+	}
+	ix := buildIndex(t, append(slices.Clone(testDocs),
+		Doc{Name: "text-analyst", Description: "Counts the words, sentences and characters of a text.", Capabilities: []string{"word count", "text statistics"}},
+		Doc{Name: "unit-converter", Description: "Converts measurements between units of length, mass and temperature.", Capabilities: []string{"unit conversion"}}))
+	top := func(q string) Hit {
+		t.Helper()
+		hits, err := ix.Search(t.Context(), Query{Texts: []string{q}})
+		if err != nil || len(hits) == 0 {
+			t.Fatalf("%q: %+v %v", q, hits, err)
+		}
+		return hits[0]
+	}
+	// The data after the colon only dilutes the instruction's match...
+	data, bare := top("Count the words in: the quick brown fox jumps over the lazy dog while the cat sleeps"), top("Count the words in")
+	if data.Name != "text-analyst" || data.Match != bare.Match {
+		t.Errorf("with data after a colon: %s at %.3f; the instruction alone: %s at %.3f; want the same", data.Name, data.Match, bare.Name, bare.Match)
+	}
+	// ... and what comes before it may be a label, which is no instruction.
+	if h := top("Task 2: convert 5 km to miles"); h.Name != "unit-converter" {
+		t.Errorf("a labelled task went to %s at %.3f, want the unit converter", h.Name, h.Match)
+	}
+}
