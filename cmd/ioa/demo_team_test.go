@@ -51,6 +51,7 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"Count the words in: the quick brown fox jumps over the lazy dog", "the text: 9 words, 1 sentence"},
 		{"Task 2: convert 5 km to miles", "5 km = 3.11 miles"},
 		{"Convert 72 fahrenheit to celsius, then round it", "22.2222222222 rounded = 22 (22.2222222222: the result of t1)"},
+		{"Plan a trip budget: 3 nights at 120 euros and 2 flights at 250 euros", "3 nights * 120 = 360\n2 flights at 250 euros: 2 flights * 250 = 500"},
 		{"Divide 100 by 8", "100 / 8 = 12.5"},
 		{"What is the square root of 144?", "√144 = 12"},
 		{"Compute 17% of 3,200", "17% of 3,200 = 544"},
