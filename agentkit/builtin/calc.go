@@ -17,7 +17,7 @@ import (
 // which wordOps writes for "the square root of 144"), or a factorial ("7!",
 // not the "5!" of "2.5!", hence the space before it). A number may name
 // what it counts before a multiplication or division ("4 nights * 120").
-var exprRE = regexp.MustCompile(operand + `(?:(?:` + countWord + `|\s*[-+*/x×÷^])\s*` + operand + `)+|` +
+var exprRE = regexp.MustCompile(operand + `(?:(?:` + countWord + `|\s*[-+*/x×÷^]|\s+mod\b)\s*` + operand + `)+|` +
 	`[(\-]*` + numPat + percentOf + `+(?:\s*%)?\)*|` + `√\(?-?` + numPat + `\)?|` + `(?:^|\s)\d+!(?:\s*[-+*/x×÷^]\s*` + operand + `)*`)
 
 // operand is a number with its signs, roots, parentheses, percent sign and
@@ -57,8 +57,12 @@ var wordOps = func() []wordOp {
 		{`(?:a\s+)?half\s+of\s+` + n, "$1 / 2"},
 		{`(?:a\s+|one\s+)?third\s+of\s+` + n, "$1 / 3"},
 		{`(?:a\s+|one\s+)?quarter\s+of\s+` + n, "$1 / 4"},
+		{`(?:the\s+)?remainder\s+(?:of|when)\s+` + n + `\s+(?:is\s+)?divided\s+by\s+` + n, "$1 mod $2"},
+		{n + `\s+(?:modulo|mod)\s+` + n, "$1 mod $2"},
+		{`split\s+(?:a\s+|the\s+)?` + n + `(?:\s+[a-zA-Z]{2,}){0,2}\s+(?:between|among|by)\s+` + n, "$1 / $2"}, // "split a 90 euro bill between 4"
 		{`(?:double|twice)\s+` + n, "2 * $1"},
 		{`triple\s+` + n, "3 * $1"},
+		{`halve\s+` + n, "$1 / 2"},
 		{n + `(\s+[a-zA-Z]{2,})\s+at\s+` + n, "$1$2 * $3"}, // "3 nights at 90 euros"
 		{`(\d+)\s+factorial\b`, "$1!"},
 		{`square\s+root\s+of\s+` + n, "√$1"},
@@ -94,7 +98,7 @@ type wordOp struct {
 // are followed by a space, which keeps them apart from "3,200".
 var listOpRE = func() *regexp.Regexp {
 	n := `-?` + numPat
-	return regexp.MustCompile(`(?i)\b(?:(average|mean|sum|total|product)\s+of|(add))\s+(` +
+	return regexp.MustCompile(`(?i)\b(?:(average|mean|sum|total|product)\s+of|(add|sum|total))\s+(` +
 		n + `(?:\s*,\s+` + n + `)*(?:\s*,?\s+and\s+` + n + `))`)
 }()
 
@@ -331,14 +335,15 @@ func formatNumber(v float64) string {
 }
 
 // evalExpr evaluates + - * / ^ and √ with parentheses by recursive
-// descent; "x" and "×" multiply, "÷" divides, "a%" is a/100, "a% of b"
-// takes a percentage and "n!" is a factorial.
+// descent; "x" and "×" multiply, "÷" divides, "mod" is the remainder, "a%"
+// is a/100, "a% of b" takes a percentage and "n!" is a factorial.
 func evalExpr(s string) (float64, error) {
 	s, err := plainNumbers(s)
 	if err != nil {
 		return 0, err
 	}
 	s = percentOfRE.ReplaceAllString(s, "%*")
+	s = modRE.ReplaceAllString(s, "@")
 	s = wordRE.ReplaceAllString(s, "")
 	r := strings.NewReplacer("x", "*", "×", "*", "÷", "/")
 	p := &parser{s: strings.ReplaceAll(r.Replace(s), " ", "")}
@@ -351,6 +356,10 @@ func evalExpr(s string) (float64, error) {
 	}
 	return v, err
 }
+
+// modRE is the remainder operator ("17 mod 5"), which evalExpr reads as
+// "@" before it leaves out the words of an expression.
+var modRE = regexp.MustCompile(`\bmod\b`)
 
 // barePercentRE is a term that is a percentage of nothing named: "10%"
 // in "50 - 10%".
@@ -391,14 +400,18 @@ func (p *parser) sum() (float64, error) {
 
 func (p *parser) product() (float64, error) {
 	v, err := p.power()
-	for err == nil && (p.peek() == '*' || p.peek() == '/') {
+	for err == nil && (p.peek() == '*' || p.peek() == '/' || p.peek() == '@') {
 		op := p.peek()
 		p.i++
 		var w float64
-		if w, err = p.power(); op == '*' {
+		w, err = p.power()
+		switch op {
+		case '*':
 			v *= w
-		} else {
+		case '/':
 			v /= w
+		default:
+			v = math.Mod(v, w) // NaN for 0, refused as not finite
 		}
 	}
 	return v, err

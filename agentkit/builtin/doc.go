@@ -14,11 +14,12 @@
 // 3" is 13, "20 percent of 55 plus 3" is 14, "15% tip on 84.50" is
 // 12.675) and a percentage added or taken off as a percentage of what it
 // is added to ("50 + 10%" is 55, "add 15% VAT to 200", "20% off 80", "…
-// then subtract 10%"), a fraction of a number ("1/3 of 90", "half of 90"), a price
-// ("3 nights at 90 euros" is 270), a factorial ("7!", "7 factorial"), an
-// operation over a list
-// ("the average of 3, 5 and 10", "the sum of 1, 2, 3 and 4", "add 17, 25
-// and 38")
+// then subtract 10%"), a fraction of a number ("1/3 of 90", "half of 90",
+// "halve 56", "split a 90 euro bill between 4 people"), a price ("3 nights
+// at 90 euros" is 270), a factorial ("7!", "7 factorial"), a remainder
+// ("the remainder of 17 divided by 5", "17 mod 5" is 2), an operation over
+// a list ("the average of 3, 5 and 10", "the sum of 1, 2, 3 and 4", "add
+// 17, 25 and 38", "sum 4, 8 and 15")
 // and numbers that name what they count before a multiplication or division
 // ("4 nights * 120 euros" is 480); asked to round ("… and round it", "round
 // 3.14159 to 2 decimals") it gives the rounded answer last. A number next

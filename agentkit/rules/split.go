@@ -122,10 +122,10 @@ func clause(s string, dependent bool) (Clause, bool) {
 // The list is closed on purpose; a rules policy must not guess ("buy salt
 // and pepper" is one request, "convert 30 C to F and compute 12 * 12" two).
 var verbs = wordSet(`how what which who where when why add analyse analyze approve ask book build buy calculate check choose
-	collect compare compute convert count create describe design divide download draft draw email estimate
-	evaluate explain extract fetch find format generate get give identify list look make measure multiply
+	collect compare compute convert count create describe design divide double download draft draw email estimate
+	evaluate explain extract fetch find format generate get give halve identify list look make measure multiply
 	outline pick plan plot prepare proofread rank read recommend research review rewrite schedule search
-	send show solve sort subtract suggest summarise summarize tell test translate upload verify write`)
+	send show solve sort subtract suggest summarise summarize tell test translate triple upload verify write`)
 
 // consumers are the verbs whose request, after "and", works on what the
 // request before it produced ("find the population and write a report").

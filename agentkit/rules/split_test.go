@@ -34,6 +34,8 @@ func TestSplit(t *testing.T) {
 		{"and in a titled task", "Prepare a packing budget: convert 20 kg to pounds and compute 3 * 45",
 			[]C{{"Prepare a packing budget: convert 20 kg to pounds and compute 3 * 45", false}}},
 		{"and before a lone verb", "Compute 2 + 2 and check", []C{{"Compute 2 + 2 and check", false}}},
+		{"and before halving the result", "Compute 7 * 8 and halve it",
+			[]C{{"Compute 7 * 8", false}, {"halve it", true}}},
 		{"comma and", "Get the weather in Paris, and find a restaurant there",
 			[]C{{"Get the weather in Paris", false}, {"find a restaurant there", false}}},
 		{"comma between two requests", "Convert 5 km to miles, compute 3 * 3 and write a report",

@@ -87,7 +87,8 @@ var stopwords = func() map[string]struct{} {
 	per please same shall she should so some such than that the their theirs them themselves then
 	there these they this those through to too under until up upon us very via was we were what
 	when where which while who whom why will with within without would you your yours yourself
-	yourselves s t d ll m re ve let lets one ones`) {
+	yourselves s t d ll m re ve let lets one ones
+	whats thats theres heres whos hows wheres whens whys`) {
 		m[w] = struct{}{}
 	}
 	return m
