@@ -25,8 +25,9 @@
 // 3.14159 to 2 decimals") it gives the rounded answer last. A number next
 // to an operator that no expression takes fails the task ("3 times the
 // sum of 2 and 5" is not read as 2 + 5): an answer to another question
-// would pass for done. The unit converter knows length, mass, volume,
-// speed, temperature and time; it converts lists ("5 km and 3 km to
+// would pass for done. The unit converter knows length, mass, volume (litres,
+// millilitres, US cups, gallons), speed (km/h, mph, m/s), temperature and
+// time; it converts lists ("5 km and 3 km to
 // miles", "10 kg to pounds and ounces"), fails a task that leaves a
 // quantity of the kind it converts unconverted or a calculation undone ("a
 // report of 12 * 3 and 100 fahrenheit in celsius"), reads a question ("how

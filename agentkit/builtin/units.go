@@ -41,9 +41,12 @@ var units = func() map[string]unit {
 	add("lb", "mass", 0.45359237, "lbs", "pound", "pounds")
 	add("oz", "mass", 0.028349523125, "ounce", "ounces")
 	add("l", "volume", 1, "litre", "litres", "liter", "liters")
+	add("ml", "volume", 0.001, "millilitre", "millilitres", "milliliter", "milliliters")
+	add("cups", "volume", 0.2365882365, "cup") // a US cup
 	add("gallons", "volume", 3.785411784, "gallon", "gal")
 	add("km/h", "speed", 1/3.6, "kph", "kmh")
 	add("mph", "speed", 0.44704, "miles per hour")
+	add("m/s", "speed", 1, "mps")
 	add("seconds", "time", 1, "second", "sec", "secs", "s")
 	add("minutes", "time", 60, "minute", "min", "mins")
 	add("hours", "time", 3600, "hour", "hr", "hrs", "h")

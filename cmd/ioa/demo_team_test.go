@@ -51,6 +51,8 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"Count the words in: the quick brown fox jumps over the lazy dog", "the text: 9 words, 1 sentence"},
 		{"Task 2: convert 5 km to miles", "5 km = 3.11 miles"},
 		{"Convert 72 fahrenheit to celsius, then round it", "22.2222222222 rounded = 22 (22.2222222222: the result of t1)"},
+		{"Convert 98.6 F to C", "98.6 °F = 37.00 °C"},
+		{"Convert 500 ml to cups", "500 ml = 2.11 cups"},
 		{"Compute 7 * 8 and halve it", "56 / 2 = 28 (56: the result of t1)"},
 		{"What's 3 squared?", "3^2 = 9"},
 		{"Calculate 12.5% of 640, then double it", "2 * 80 = 160 (80: the result of t1)"},
