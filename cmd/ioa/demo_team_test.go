@@ -57,6 +57,7 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"What's 3 squared?", "3^2 = 9"},
 		{"Calculate 12.5% of 640, then double it", "2 * 80 = 160 (80: the result of t1)"},
 		{"What is the remainder of 17 divided by 5?", "17 mod 5 = 2"},
+		{"What is 100 mod 7?", "100 mod 7 = 2"},
 		{"Split a 90 euro bill between 4 people", "90 / 4 = 22.5"},
 		{"Sum 4, 8, 15, 16, 23 and 42", "4 + 8 + 15 + 16 + 23 + 42 = 108"},
 		{"Plan a trip budget: 3 nights at 120 euros and 2 flights at 250 euros", "3 nights * 120 = 360\n2 flights at 250 euros: 2 flights * 250 = 500"},
