@@ -136,6 +136,8 @@ func TestWorkers(t *testing.T) {
 		{"units", "convert 20 kg to pounds", "20 kg = 44.09 lb", ""},
 		{"units", "100 fahrenheit in celsius please", "100 °F = 37.78 °C", ""},
 		{"units", "Convert 500 ml to cups", "500 ml = 2.11 cups", ""},
+		{"units", "Convert to miles: 42 km", "42 km = 26.10 miles", ""},
+		{"units", "What is 45 minutes in hours plus 2 hours?", "45 minutes + 2 hours = 2.75 hours", ""},
 		{"units", "What is 10 km/h in m/s?", "10 km/h = 2.78 m/s", ""},
 		{"units", "5 kg to miles", "", "cannot convert"},
 		{"units", "convert 2,500 meters to miles", "2,500 m = 1.55 miles", ""},

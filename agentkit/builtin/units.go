@@ -208,13 +208,26 @@ var toListRE = regexp.MustCompile(`(?i)(` + quantity + `)\s+(to|in|into)\s+(°?[
 // convert it to: "200 km of driving in miles" is "200 km in miles".
 var ofWhatRE = regexp.MustCompile(`(?i)(` + quantity + `)\s+of\s+[a-z]{3,}\s+((?:to|in|into)\s+°?[a-z/]+)`)
 
-// conversions writes a task's conversions one by one: a question ("how many
-// miles is 42 km" is "42 km to miles"), what a quantity measures left out
+// unitFirstRE names the unit before the quantity: "convert to miles: 42
+// km" (group 1 the unit, group 2 the quantity).
+var unitFirstRE = regexp.MustCompile(`(?i)\b(?:to|into|in)\s+(°?[a-z/]+(?:\s+per\s+hour)?)\s*:\s*(` + quantity + `)`)
+
+// sumAfterRE adds a quantity after the conversion of another: "45 minutes
+// in hours plus 2 hours" is "45 minutes plus 2 hours in hours" (groups: the
+// first quantity, its target unit, the operator, the second quantity).
+var sumAfterRE = regexp.MustCompile(`(?i)(` + quantity + `)\s+(?:to|in|into)\s+(°?[a-z/]+)\s+(plus|minus)\s+(` + quantity + `)`)
+
+// conversions writes a task's conversions one by one: the unit named first
+// ("convert to miles: 42 km"), a sum after a conversion ("45 minutes in
+// hours plus 2 hours"), a question ("how many miles is 42 km" is "42 km to
+// miles"), what a quantity measures left out
 // ("200 km of driving in miles"), a list of quantities ("5 km and 3 km
 // to miles" is "5 km to miles; 3 km to miles") and a list of units ("10 kg
 // to pounds and ounces" is "10 kg to pounds; 10 kg to ounces", when each is
 // a unit: in "5 km to miles and 20 kg to pounds" "and" begins another).
 func conversions(text string) string {
+	text = unitFirstRE.ReplaceAllString(text, "$2 to $1")
+	text = sumAfterRE.ReplaceAllString(text, "$1 $3 $4 in $2")
 	text = howManyRE.ReplaceAllString(text, "$2 to $1")
 	text = ofWhatRE.ReplaceAllString(text, "$1 $2")
 	text = listToRE.ReplaceAllStringFunc(text, func(m string) string {

@@ -53,6 +53,8 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"Convert 72 fahrenheit to celsius, then round it", "22.2222222222 rounded = 22 (22.2222222222: the result of t1)"},
 		{"Convert 98.6 F to C", "98.6 °F = 37.00 °C"},
 		{"Convert 500 ml to cups", "500 ml = 2.11 cups"},
+		{"What is 45 minutes in hours plus 2 hours?", "45 minutes + 2 hours = 2.75 hours"},
+		{"Convert to miles: 42 km", "42 km = 26.10 miles"},
 		{"Compute 7 * 8 and halve it", "56 / 2 = 28 (56: the result of t1)"},
 		{"What's 3 squared?", "3^2 = 9"},
 		{"Calculate 12.5% of 640, then double it", "2 * 80 = 160 (80: the result of t1)"},
