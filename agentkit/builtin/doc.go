@@ -51,8 +51,9 @@
 // decimal").
 //
 // The text analyst counts words, sentences, lines and characters and names
-// the most frequent words, of each text the task quotes when it names no
-// file. It and the file reader answer every file the
+// the most frequent words, of each text the task quotes (in double,
+// typographic or single quotes) or the word it names ("the word banana")
+// when it names no file. It and the file reader answer every file the
 // task names (or, when it names none, the first file earlier results name),
 // and refuse a path outside their sandbox folder. The report writer refuses a task
 // that does not ask for a report ("write a haiku about it"): a table of

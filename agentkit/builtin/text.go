@@ -96,7 +96,7 @@ type textStats struct{ sandbox string }
 // to the text analyst by a loose match ("Translate this sentence into
 // French") is refused rather than answered with counts that would pass for
 // done.
-var statsWordRE = regexp.MustCompile(`(?i)\b(count(s|ing)?|how\s+many|number\s+of|statistics|stats|frequen\w*|most\s+common|analy[sz]\w*|length|how\s+long)\b`)
+var statsWordRE = regexp.MustCompile(`(?i)\b(count(s|ing)?|how\s+many|number\s+of|statistics|stats|frequen\w*|most\s+(?:common|often|used)|appears?\s+most|analy[sz]\w*|length|how\s+long)\b`)
 
 func (w textStats) Run(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	own, _, _ := strings.Cut(t.TaskDesc, "\n\n")
@@ -117,20 +117,30 @@ func (w textStats) Run(_ context.Context, t agentkit.Task) (agentkit.Result, err
 	return agentkit.Result{Conclusion: strings.Join(stats, "; ")}, nil
 }
 
-// quotedRE is a text in quotes: "…" or “…”.
-var quotedRE = regexp.MustCompile(`"([^"]+)"|“([^”]+)”`)
+// quotedRE is a text in quotes: "…", “…”, or '…' opened after a space and
+// closed before one (so that the apostrophes of "what's" quote nothing).
+var quotedRE = regexp.MustCompile(`"([^"]+)"|“([^”]+)”|(?:^|\s)'([^'\n]+)'(?:[\s.,;:!?)]|$)`)
+
+// theWordRE is a word a task names to analyse: "the letters in the word
+// banana".
+var theWordRE = regexp.MustCompile(`(?i)\bthe\s+(?:word|name)\s+([\p{L}\d'-]+)`)
 
 // textsOf is what a task that names no file asks about: each text it
 // quotes in its own paragraph ("How many characters are in "hello
-// world"?"), else what follows its first colon, else the task itself.
+// world"?"), else the word it names ("the word banana"), else what follows
+// its first colon, else the task itself.
 func textsOf(desc string) []namedFile {
 	own, _, _ := strings.Cut(desc, "\n\n")
 	var texts []namedFile
 	for _, m := range quotedRE.FindAllStringSubmatch(own, -1) {
-		texts = append(texts, namedFile{strconv.Quote(firstLine(m[1] + m[2])), []byte(m[1] + m[2])})
+		q := m[1] + m[2] + m[3]
+		texts = append(texts, namedFile{strconv.Quote(firstLine(q)), []byte(q)})
 	}
 	if len(texts) > 0 {
 		return texts
+	}
+	if m := theWordRE.FindStringSubmatch(own); m != nil {
+		return []namedFile{{strconv.Quote(m[1]), []byte(m[1])}}
 	}
 	text := desc
 	if _, after, ok := strings.Cut(text, ":"); ok {
