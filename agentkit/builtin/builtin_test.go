@@ -137,6 +137,8 @@ func TestWorkers(t *testing.T) {
 		{"units", "100 fahrenheit in celsius please", "100 °F = 37.78 °C", ""},
 		{"units", "Convert 500 ml to cups", "500 ml = 2.11 cups", ""},
 		{"units", "Convert to miles: 42 km", "42 km = 26.10 miles", ""},
+		{"units", "add 1 mile to it", "", `no conversion like "5 km to miles" found in "add 1 mile to it"`},
+		{"units", "Convert 5 parsecs to km", "", `the unit converter does not know the unit "parsecs"; it converts length (cm, ft, in, km, m, miles)`},
 		{"units", "What is 45 minutes in hours plus 2 hours?", "45 minutes + 2 hours = 2.75 hours", ""},
 		{"units", "What is 10 km/h in m/s?", "10 km/h = 2.78 m/s", ""},
 		{"units", "5 kg to miles", "", "cannot convert"},

@@ -95,7 +95,8 @@ var howManyRE = regexp.MustCompile(`(?i)\bhow\s+many\s+(°?[a-z/]+(?:\s+per\s+ho
 func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 	desc := t.TaskDesc
 	t.TaskDesc, t.TaskAbstract = conversions(t.TaskDesc), conversions(t.TaskAbstract)
-	convs := slices.DeleteFunc(findAll(convRE, t), notUnits) // "add 1 mile to it" is none
+	found := findAll(convRE, t)
+	convs := slices.DeleteFunc(slices.Clone(found), notUnits) // "add 1 mile to it" is none
 	var note string
 	if len(convs) == 0 { // "then convert it from km to miles", "then to kelvin"
 		convs, note = findWithEarlierAnswer(t, convRE, func(own, n, unit string) string {
@@ -130,6 +131,9 @@ func convertUnits(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		answers, done = append(answers, answer), append(done, usedPart(m, to))
 	}
 	if len(answers) == 0 {
+		if name := unknownUnit(found); name != "" {
+			return agentkit.Result{}, fmt.Errorf("%q: the unit converter does not know the unit %q; it converts %s", firstLine(desc), name, knownUnits)
+		}
 		return agentkit.Result{}, fmt.Errorf("no conversion like \"5 km to miles\" found in %q", firstLine(desc))
 	}
 	if note == "" {
@@ -166,6 +170,45 @@ func usedPart(m []string, to unit) []string {
 
 // notUnits says a match of convRE names a unit it does not know on either
 // side ("1 mile to it").
+// unknownUnit is the first unit of the conversions found that the
+// converter does not know ("5 parsecs to km"), or "" when it knows them all.
+func unknownUnit(found [][]string) string {
+	for _, m := range found {
+		if _, ok := lookUnit(m[3]); !ok {
+			return m[3]
+		}
+		if _, ok := units[strings.ToLower(m[4])]; !ok && !pronounRE.MatchString(m[4]) {
+			return m[4]
+		}
+	}
+	return ""
+}
+
+// pronounRE is a word that stands for an earlier answer ("add 1 mile to
+// it"), not a unit.
+var pronounRE = regexp.MustCompile(`(?i)^(?:it|that|this|them|those|these|the)$`)
+
+// knownUnits lists the units the converter knows, by kind, for its errors.
+var knownUnits = func() string {
+	byKind := map[string][]string{}
+	var kinds []string
+	for _, u := range units {
+		if !slices.Contains(byKind[u.kind], u.name) {
+			if byKind[u.kind] == nil {
+				kinds = append(kinds, u.kind)
+			}
+			byKind[u.kind] = append(byKind[u.kind], u.name)
+		}
+	}
+	slices.Sort(kinds)
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		slices.Sort(byKind[k])
+		parts[i] = k + " (" + strings.Join(byKind[k], ", ") + ")"
+	}
+	return strings.Join(parts, "; ")
+}()
+
 func notUnits(m []string) bool {
 	_, to := units[strings.ToLower(m[4])]
 	_, from := lookUnit(m[3])
