@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -68,11 +69,36 @@ func (c Codec) decode(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return protocol.Errorf(protocol.ErrInvalid, "field %q: got JSON %s, want %s", te.Field, te.Value, te.Type)
+			return protocol.Errorf(protocol.ErrInvalid, "field %q: got %s, want %s", te.Field, jsonKind(te.Value), te.Type)
 		}
 		return protocol.Errorf(protocol.ErrInvalid, "%v", err)
 	}
 	return nil
+}
+
+// jsonKind names the kind of a JSON value from its first byte: the decoder
+// gives the value with whatever follows it, in Go quotes (`"5}"`), which is
+// no help to a sender.
+func jsonKind(value string) string {
+	if u, err := strconv.Unquote(value); err == nil {
+		value = u
+	}
+	switch v := strings.TrimSpace(value); {
+	case v == "":
+		return "nothing"
+	case v[0] == '"':
+		return "a string"
+	case v[0] == '{':
+		return "an object"
+	case v[0] == '[':
+		return "an array"
+	case v[0] == 't' || v[0] == 'f':
+		return "a boolean"
+	case v[0] == 'n':
+		return "null"
+	default:
+		return "a number"
+	}
 }
 
 // Check validates a body without decoding it into a type: size, UTF-8, an
@@ -105,7 +131,7 @@ func scan(data []byte) error {
 		if err == nil {
 			err = errors.New("invalid JSON")
 		}
-		if strings.Contains(err.Error(), "unexpected end of JSON input") {
+		if strings.Contains(err.Error(), "unexpected end of JSON input") || strings.Contains(err.Error(), "from empty input") {
 			return protocol.Errorf(protocol.ErrInvalid, "truncated JSON")
 		}
 		if strings.Contains(err.Error(), "after top-level value") {

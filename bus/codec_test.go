@@ -46,6 +46,18 @@ func TestCodecRejectsWhatProtocolForbids(t *testing.T) {
 			t.Errorf("Decode(%.40q) = %v, want %s", tc.in, err, tc.want.Code)
 		}
 	}
+	// The error says what was wrong in words a sender can act on.
+	for in, want := range map[string]string{
+		`{"limit":"ten"}`: `field "limit": got a string, want int`,
+		`{"name":5}`:      `field "name": got a number, want string`,
+		`{"name":[1]}`:    `field "name": got an array, want string`,
+		`{"name":"a"`:     `truncated JSON`,
+	} {
+		var v body
+		if err := c.Decode([]byte(in), &v); err == nil || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("Decode(%s) = %v, want %q", in, err, want)
+		}
+	}
 	var v body
 	if err := c.Decode([]byte(` {"name":"ok","limit":3,"unknown":[1,{"x":null}]} `), &v); err != nil || v.Name != "ok" || v.Limit != 3 {
 		t.Fatalf("valid body: %+v %v", v, err)
