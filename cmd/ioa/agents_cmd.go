@@ -123,7 +123,7 @@ func writeAgent(w io.Writer, p palette, a protocol.AgentInfo) {
 		online += p.dim(" (last seen " + a.LastSeen.Local().Format(time.DateTime) + ")")
 	}
 	row("online:", online)
-	row("capabilities:", strings.Join(a.Capabilities, ", "))
+	row("capabilities:", joinItems(a.Capabilities))
 	row("tags:", strings.Join(a.Tags, ", "))
 	if a.NestedTeams {
 		row("nested teams:", "yes")
@@ -225,4 +225,14 @@ func descWidth(opt renderOptions, used int) int {
 		w = 100
 	}
 	return max(w-used, 30)
+}
+
+// joinItems joins a card's list for reading: with "; " when an item has a
+// comma of its own ("round, double or halve a number"), else with ", ".
+func joinItems(items []string) string {
+	sep := ", "
+	if slices.ContainsFunc(items, func(s string) bool { return strings.Contains(s, ",") }) {
+		sep = "; "
+	}
+	return strings.Join(items, sep)
 }

@@ -31,3 +31,12 @@ func TestBlockKeepsAPlanAndCutsLongerContent(t *testing.T) {
 		t.Errorf("12 lines shown as:\n%s", out.String())
 	}
 }
+
+func TestJoinItemsKeepsItemsWithCommasApart(t *testing.T) {
+	if got := joinItems([]string{"arithmetic", "calculator"}); got != "arithmetic, calculator" {
+		t.Errorf("plain items: %q", got)
+	}
+	if got := joinItems([]string{"arithmetic", "round, double or halve a number"}); got != "arithmetic; round, double or halve a number" {
+		t.Errorf("an item with a comma: %q", got)
+	}
+}
