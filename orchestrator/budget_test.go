@@ -186,6 +186,13 @@ func TestSubmitForms(t *testing.T) {
 	if st.Goal != "plain text goal" || st.Status != protocol.GoalFailed || st.Result.Reason == "" {
 		t.Fatalf("status = %+v", st)
 	}
+	// A goal sent as a JSON string is its text, without the quotes.
+	if err := requestJSON(t, w, "goal.submit", []byte(` "quoted \"goal\"" `), &r); err != nil {
+		t.Fatalf("JSON string: %v", err)
+	}
+	if err := requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: r.GoalID}, &st); err != nil || st.Goal != `quoted "goal"` {
+		t.Fatalf("JSON string goal = %q, %v", st.Goal, err)
+	}
 	for body, want := range map[string]*protocol.Error{
 		"":                              protocol.ErrInvalid,
 		`{"goal":""}`:                   protocol.ErrInvalid,
@@ -194,6 +201,8 @@ func TestSubmitForms(t *testing.T) {
 		`{"goal":"x","timeout":"soon"}`: protocol.ErrInvalid,
 		`{"goal":"x"`:                   protocol.ErrInvalid,
 		"\xff":                          protocol.ErrInvalid,
+		`["a goal","another"]`:          protocol.ErrInvalid,
+		`""`:                            protocol.ErrInvalid,
 	} {
 		if err := requestJSON(t, w, "goal.submit", []byte(body), nil); !errors.Is(err, want) {
 			t.Errorf("submit %q: %v", body, err)
@@ -206,7 +215,7 @@ func TestSubmitForms(t *testing.T) {
 		t.Errorf("get unknown: %v", err)
 	}
 	var list protocol.GoalListReply
-	if err := requestJSON(t, w, "goal.list", []byte(""), &list); err != nil || len(list.Goals) != 1 {
+	if err := requestJSON(t, w, "goal.list", []byte(""), &list); err != nil || len(list.Goals) != 2 {
 		t.Fatalf("list: %+v %v", list, err)
 	}
 }
