@@ -81,6 +81,10 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "Split a 90 euro bill between 4 people", "90 / 4 = 22.5", ""},
 		{"calculator", "What's 3 cubed?", "3^3 = 27", ""},
 		{"calculator", "halve 56", "56 / 2 = 28", ""},
+		{"calculator", "Compute 7 * 8 and halve it", "7 * 8 = 56, halved = 28", ""},
+		{"calculator", "compute 10 / 4, double it and round it", "10 / 4 = 2.5, doubled = 5", ""},
+		{"calculator", "compute 10 / 3, triple the result and round to 1 decimal", "10 / 3 = 3.33333333333, tripled = 10", ""},
+		{"calculator", "compute 2 + 2 and 3 * 3 and double it", "", "cannot tell which result to double"},
 		{"calculator", "compute 4 nights * 120 euros", "4 nights * 120 = 480", ""},
 		{"calculator", "3 boxes x 12 eggs / 4 people", "3 boxes x 12 eggs / 4 = 9", ""},
 		{"calculator", "compute 3 max 5", "", "no arithmetic expression"},
@@ -245,6 +249,8 @@ func TestWorkers(t *testing.T) {
 		"add 5 percent":         "16.09344 + 5% = 16.898112 (16.09344: the result of t1)",
 		"round it":              "16.09344 rounded = 16 (16.09344: the result of t1)",
 		"round it to 1 decimal": "16.09344 rounded = 16.1 (16.09344: the result of t1)",
+		"double it":             "2 * 16.09344 = 32.18688 (16.09344: the result of t1)",
+		"halve it":              "16.09344 / 2 = 8.04672 (16.09344: the result of t1)",
 	} {
 		if got, err := run(t, "calculator", desc, o, earlier...); err != nil || got != want {
 			t.Errorf("calculator(%q) after t1 = %q, %v; want %q", desc, got, err, want)

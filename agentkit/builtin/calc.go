@@ -250,6 +250,14 @@ func calculate(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
 		return agentkit.Result{}, fmt.Errorf("no arithmetic expression found in %q "+
 			`(it computes expressions like "19.5 * 4", "15%% of 200", "divide 100 by 8" or "the average of 3, 5 and 10")`, firstLine(desc))
 	}
+	var then []string // "… and halve it", when "it" is not an earlier answer
+	if note == "" {
+		then = thenOpRE.FindStringSubmatch(ownWithout(t.TaskDesc, exprs))
+	}
+	if then != nil && len(exprs) > 1 {
+		return agentkit.Result{}, fmt.Errorf("%q: the calculator read %s and cannot tell which result to %s; ask for it as a step of its own",
+			firstLine(desc), quoteJoin(exprs), strings.ToLower(then[1]))
+	}
 	answers := make([]string, len(exprs))
 	for i, m := range exprs {
 		expr := strings.TrimSpace(m[0])
@@ -258,11 +266,30 @@ func calculate(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
 			return agentkit.Result{}, fmt.Errorf("%s: %w", expr, err)
 		}
 		answers[i] = fmt.Sprintf("%s = %s", expr, formatNumber(v))
+		if then != nil { // "compute 7 * 8 and halve it"
+			op := thenOps[strings.ToLower(then[1])]
+			v = op.apply(v)
+			answers[i] += fmt.Sprintf(", %s = %s", op.done, formatNumber(v))
+		}
 		if r := roundPlaces(v, places); rounds && r != v {
 			answers[i] += ", rounded = " + strconv.FormatFloat(r, 'f', places, 64)
 		}
 	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
+}
+
+// thenOpRE is an operation on the task's own result ("compute 7 * 8 and
+// halve it"): left out, the answer would be the product, reported done.
+var thenOpRE = regexp.MustCompile(`(?i)\b(double|halve|triple)\s+(?:it|that|this|the\s+result)\b`)
+
+// thenOps are what thenOpRE's operations do to a result.
+var thenOps = map[string]struct {
+	done  string
+	apply func(float64) float64
+}{
+	"double": {"doubled", func(v float64) float64 { return 2 * v }},
+	"halve":  {"halved", func(v float64) float64 { return v / 2 }},
+	"triple": {"tripled", func(v float64) float64 { return 3 * v }},
 }
 
 // operandRE is a number that an operation takes: one next to an operator
