@@ -66,6 +66,7 @@ var wordOps = func() []wordOp {
 		{n + `(\s+[a-zA-Z]{2,})\s+at\s+` + n, "$1$2 * $3"}, // "3 nights at 90 euros"
 		{`(\d+)\s+factorial\b`, "$1!"},
 		{`square\s+root\s+of\s+` + n, "√$1"},
+		{n + `\s*\*\*\s*` + n, "$1^$2"}, // "2 ** 8"
 		{`sqrt\s*\(\s*` + n + `\s*\)`, "√$1"},
 		{`sqrt\s+` + n, "√$1"},
 		{n + `\s+squared\b`, "$1^2"},
@@ -145,8 +146,10 @@ func symbols(text string) string {
 }
 
 // roundRE asks for a rounded answer, to whole numbers or to a number of
-// decimal places: "… and round it", "round 3.14159 to 2 decimals".
-var roundRE = regexp.MustCompile(`(?i)\bround(?:ed)?\b(?:.*?\bto\s+(\d{1,2})\s+(?:decimal\s+places?|decimals?|places?|digits?))?`)
+// decimal places: "… and round it", "round 3.14159 to 2 decimals", or the
+// places alone ("100 / 7 to 3 decimal places"; group 2).
+var roundRE = regexp.MustCompile(`(?i)\bround(?:ed)?\b(?:.*?\bto\s+(\d{1,2})\s+(?:decimal\s+places?|decimals?|places?|digits?))?` +
+	`|\b(?:to|with|in)\s+(\d{1,2})\s+(?:decimal\s+places?|decimals?|decimal\s+digits?)\b`)
 
 // roundNumberRE is the number a task asks to round when it has no
 // expression.
@@ -161,8 +164,8 @@ func roundTo(desc string) (places int, ok bool) {
 	if m == nil {
 		return 0, false
 	}
-	if m[1] != "" {
-		places, _ = strconv.Atoi(m[1])
+	if n := m[1] + m[2]; n != "" {
+		places, _ = strconv.Atoi(n)
 	}
 	return places, true
 }

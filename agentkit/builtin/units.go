@@ -86,7 +86,11 @@ var termRE = regexp.MustCompile(`(?i)(` + addOp + `)?\s*(-?` + numPat + `)\s*(` 
 
 // howManyRE is a conversion asked as a question: "how many miles is 42
 // km" is "42 km to miles", as is "how many seconds are (there) in 3 hours".
-var howManyRE = regexp.MustCompile(`(?i)\bhow\s+many\s+(°?[a-z/]+(?:\s+per\s+hour)?)\s+(?:(?:is|are|make|makes)(?:\s+(?:there\s+)?in)?|in)\s+(-?` + numPat + `\s*°?[a-z/]+(?:\s+per\s+hour)?)`)
+var howManyRE = regexp.MustCompile(`(?i)\bhow\s+many\s+(°?[a-z/]+(?:\s+per\s+hour)?)\s+(?:(?:is|are|make|makes)(?:\s+(?:there\s+)?in)?|in)\s+((?:-?` + numPat + `|an?\s|one\s)\s*°?[a-z/]+(?:\s+per\s+hour)?)`)
+
+// oneRE is "a", "an" or "one" standing for the number 1 before a unit ("how
+// many hours are in a week").
+var oneRE = regexp.MustCompile(`(?i)^(?:an?|one)\s+`)
 
 // convertUnits converts every "<number> <unit> to <unit>" (or "how many
 // <unit> is <number> <unit>", or a sum of quantities "to <unit>") of the
@@ -271,7 +275,10 @@ var sumAfterRE = regexp.MustCompile(`(?i)(` + quantity + `)\s+(?:to|in|into)\s+(
 func conversions(text string) string {
 	text = unitFirstRE.ReplaceAllString(text, "$2 to $1")
 	text = sumAfterRE.ReplaceAllString(text, "$1 $3 $4 in $2")
-	text = howManyRE.ReplaceAllString(text, "$2 to $1")
+	text = howManyRE.ReplaceAllStringFunc(text, func(m string) string {
+		sub := howManyRE.FindStringSubmatch(m)
+		return oneRE.ReplaceAllString(sub[2], "1 ") + " to " + sub[1]
+	})
 	text = ofWhatRE.ReplaceAllString(text, "$1 $2")
 	text = listToRE.ReplaceAllStringFunc(text, func(m string) string {
 		sub := listToRE.FindStringSubmatch(m)
