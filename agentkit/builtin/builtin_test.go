@@ -83,6 +83,7 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "halve 56", "56 / 2 = 28", ""},
 		{"calculator", "Compute 100 / 7 to 3 decimal places", "100 / 7 = 14.2857142857, rounded = 14.286", ""},
 		{"calculator", "Compute 2 ** 8", "2^8 = 256", ""},
+		{"calculator", "Convert 100 euros to dollars", "", "asks for a conversion: the calculator converts no units or currencies"},
 		{"calculator", "Compute 7 * 8 and halve it", "7 * 8 = 56, halved = 28", ""},
 		{"calculator", "compute 10 / 4, double it and round it", "10 / 4 = 2.5, doubled = 5", ""},
 		{"calculator", "compute 10 / 3, triple the result and round to 1 decimal", "10 / 3 = 3.33333333333, tripled = 10", ""},

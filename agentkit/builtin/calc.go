@@ -249,6 +249,10 @@ func calculate(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
 			return agentkit.Result{Conclusion: answer}, err
 		}
 	}
+	if len(exprs) == 0 && conversionRE.MatchString(firstLine(desc)) {
+		return agentkit.Result{}, fmt.Errorf("%q asks for a conversion: the calculator converts no units or currencies "+
+			`(it computes expressions like "19.5 * 4", "15%% of 200" or "divide 100 by 8")`, firstLine(desc))
+	}
 	if len(exprs) == 0 {
 		return agentkit.Result{}, fmt.Errorf("no arithmetic expression found in %q "+
 			`(it computes expressions like "19.5 * 4", "15%% of 200", "divide 100 by 8" or "the average of 3, 5 and 10")`, firstLine(desc))
@@ -280,6 +284,10 @@ func calculate(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
 	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
 }
+
+// conversionRE is a task that asks to convert a quantity ("convert 100
+// euros to dollars"), which a loose match may hand to the calculator.
+var conversionRE = regexp.MustCompile(`(?i)\bconvert\b.*\d\s*[a-z$€£]+\s+(?:to|in|into)\s+[a-z$€£]+`)
 
 // thenOpRE is an operation on the task's own result ("compute 7 * 8 and
 // halve it"): left out, the answer would be the product, reported done.
