@@ -83,6 +83,8 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "halve 56", "56 / 2 = 28", ""},
 		{"calculator", "Compute 100 / 7 to 3 decimal places", "100 / 7 = 14.2857142857, rounded = 14.286", ""},
 		{"calculator", "Compute 2 ** 8", "2^8 = 256", ""},
+		{"calculator", "What is 15% tip on a 60 dollar meal?", "15% tip on a 60 = 9", ""},
+		{"calculator", "What is 8% sales tax on 250?", "8% sales tax on 250 = 20", ""},
 		{"calculator", "Convert 100 euros to dollars", "", "asks for a conversion: the calculator converts no units or currencies"},
 		{"calculator", "Compute 7 * 8 and halve it", "7 * 8 = 56, halved = 28", ""},
 		{"calculator", "compute 10 / 4, double it and round it", "10 / 4 = 2.5, doubled = 5", ""},
@@ -342,4 +344,30 @@ func FuzzWorkers(f *testing.F) {
 			_, _ = w.Run(t.Context(), agentkit.Task{Task: protocol.Task{TaskDesc: s}})
 		}
 	})
+}
+
+// A bare file name that is not at the sandbox's top is found in its folders
+// when one file has it, and refused, with the candidates, when several do.
+func TestFilesFoundInFolders(t *testing.T) {
+	box := t.TempDir()
+	if err := os.CopyFS(box, fstest.MapFS{
+		"notes/todo.md": {Data: []byte("buy milk")},
+		"a/x.txt":       {Data: []byte("one")},
+		"b/x.txt":       {Data: []byte("two")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	o := builtin.Options{Sandbox: box}
+	if got, err := run(t, "textstats", "Count the words in todo.md", o); err != nil || !strings.HasPrefix(got, "notes/todo.md: 2 words") {
+		t.Errorf("todo.md = %q, %v; want notes/todo.md counted", got, err)
+	}
+	if got, err := run(t, "files", "Read todo.md", o); err != nil || got != "notes/todo.md:\nbuy milk" {
+		t.Errorf("read todo.md = %q, %v", got, err)
+	}
+	if _, err := run(t, "files", "Read x.txt", o); err == nil || !strings.Contains(err.Error(), "2 files in the sandbox folder") || !strings.Contains(err.Error(), "a/x.txt, b/x.txt") {
+		t.Errorf("read x.txt = %v; want it refused as ambiguous", err)
+	}
+	if _, err := run(t, "files", "Read y.txt", o); err == nil || !strings.Contains(err.Error(), "there is no such file") {
+		t.Errorf("read y.txt = %v; want no such file", err)
+	}
 }

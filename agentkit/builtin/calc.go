@@ -34,12 +34,13 @@ const countWord = `\s+[a-zA-Z]{2,}(?:\s*[*/×÷]|\s+x)`
 var wordRE = regexp.MustCompile(`[a-zA-Z]{2,}`)
 
 // percentOf continues a percentage with what it is taken of: "15% of 200",
-// or with a word naming it, "15% tip on 84.50", "20% discount on 50".
-const percentOf = `(?:\s*%\s*(?:[a-zA-Z]{2,}\s+)?(?:of|on)\s*[(\-√]*` + numPat + `)`
+// or with up to two words naming it and an article, "15% tip on 84.50",
+// "8% sales tax on 250", "15% tip on a 60 dollar meal".
+const percentOf = `(?:\s*%\s*(?:[a-zA-Z]{2,}\s+){0,2}(?:of|on)\s*(?:(?:a|an|the)\s+)?[(\-√]*` + numPat + `)`
 
 // percentOfRE is "% of" in an expression: a percentage multiplies what
 // follows ("10% of 50% of 200" is 0.1 * 0.5 * 200).
-var percentOfRE = regexp.MustCompile(`%\s*(?:[a-zA-Z]{2,}\s+)?(?:of|on)\b`)
+var percentOfRE = regexp.MustCompile(`%\s*(?:[a-zA-Z]{2,}\s+){0,2}(?:of|on)(?:\s+(?:a|an|the)\b)?\b`)
 
 // wordOps write arithmetic said in words as the expression it means, so
 // that "divide 100 by 8" is computed rather than reported as having no

@@ -57,7 +57,10 @@
 // typographic or single quotes) or the word it names ("the word banana")
 // when it names no file. It and the file reader answer every file the
 // task names (or, when it names none, the first file earlier results name),
-// and refuse a path outside their sandbox folder. The report writer refuses a task
+// and refuse a path outside their sandbox folder; a bare name that is not
+// at the sandbox's top is the one file of that name in its folders
+// ("todo.md" for notes/todo.md), and refused with the candidates when
+// several have it. The report writer refuses a task
 // that does not ask for a report ("write a haiku about it"): a table of
 // results would pass for done.
 package builtin

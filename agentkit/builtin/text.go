@@ -50,44 +50,79 @@ func sandboxFiles(sandbox, text string) ([]namedFile, error) {
 	}
 	var files []namedFile
 	for _, name := range names {
-		data, err := sandboxFile(sandbox, name)
+		path, data, err := sandboxFile(sandbox, name)
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, namedFile{name, data})
+		files = append(files, namedFile{path, data})
 	}
 	return files, nil
 }
 
-// sandboxFile reads one file inside the sandbox.
-func sandboxFile(sandbox, name string) ([]byte, error) {
+// sandboxFile reads one file inside the sandbox and returns the path it
+// read: a bare name that is not at the sandbox's top is looked for in its
+// folders ("todo.md" for notes/todo.md), and read when exactly one file has
+// that name.
+func sandboxFile(sandbox, name string) (string, []byte, error) {
 	if sandbox == "" {
-		return nil, fmt.Errorf("no sandbox folder is configured to read %s from", name)
+		return "", nil, fmt.Errorf("no sandbox folder is configured to read %s from", name)
 	}
 	if !filepath.IsLocal(name) {
-		return nil, fmt.Errorf("read %s: only files inside the sandbox folder %s can be read", name, sandbox)
+		return "", nil, fmt.Errorf("read %s: only files inside the sandbox folder %s can be read", name, sandbox)
 	}
 	root, err := os.OpenRoot(sandbox)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return "", nil, fmt.Errorf("sandbox: %w", err)
 	}
 	defer root.Close()
-	f, err := root.Open(filepath.Clean(name))
+	path := filepath.Clean(name)
+	f, err := root.Open(path)
+	if errors.Is(err, fs.ErrNotExist) && !strings.ContainsRune(path, filepath.Separator) {
+		switch found := findInFolders(root.FS(), path); len(found) {
+		case 0:
+		case 1:
+			path = found[0]
+			f, err = root.Open(path)
+		default:
+			return "", nil, fmt.Errorf("read %s: %d files in the sandbox folder %s have that name (%s); name one with its folder", name, len(found), sandbox, strings.Join(found, ", "))
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read %s: there is no such file in the sandbox folder %s", name, sandbox)
+		return "", nil, fmt.Errorf("read %s: there is no such file in the sandbox folder %s", name, sandbox)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
+		return "", nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
+		return "", nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if len(data) > maxFileBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxFileBytes)
+		return "", nil, fmt.Errorf("%s is larger than %d bytes", path, maxFileBytes)
 	}
-	return data, nil
+	return filepath.ToSlash(path), data, nil
+}
+
+// maxWalk bounds the entries findInFolders looks at: a sandbox is a working
+// folder, not a disk to search.
+const maxWalk = 10_000
+
+// findInFolders lists the files named base in the folders of fsys, up to
+// maxWalk entries in.
+func findInFolders(fsys fs.FS, base string) []string {
+	var found []string
+	seen := 0
+	_ = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if seen++; err != nil || seen > maxWalk {
+			return fs.SkipAll
+		}
+		if !d.IsDir() && d.Name() == base {
+			found = append(found, p)
+		}
+		return nil
+	})
+	return found
 }
 
 type textStats struct{ sandbox string }

@@ -43,6 +43,8 @@ func TestDemoTeamGoals(t *testing.T) {
 	for _, g := range []struct{ goal, want string }{
 		{"What is 15% of 240 and how many words are in notes.txt?", "how many words are in notes.txt: notes.txt: 5 words, 2 sentences"},
 		{"Read sub/b.md", "sub/b.md:\n# B\nA file in a folder."},
+		{"Read b.md", "sub/b.md:\n# B\nA file in a folder."},
+		{"What is 8% sales tax on 250?", "8% sales tax on 250 = 20"},
 		{"How far is 10 km in miles?", "10 km = 6.21 miles"},
 		{"I need 2.5 liters in gallons", "2.5 l = 0.66 gallons"},
 		{"Convert 3 lbs to kg", "3 lb = 1.36 kg"},
