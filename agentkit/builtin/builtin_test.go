@@ -83,6 +83,9 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "halve 56", "56 / 2 = 28", ""},
 		{"calculator", "Compute 100 / 7 to 3 decimal places", "100 / 7 = 14.2857142857, rounded = 14.286", ""},
 		{"calculator", "Compute 2 ** 8", "2^8 = 256", ""},
+		{"calculator", "What's bigger, 2^10 or 1000?", "2^10 = 1024 is bigger than 1000", ""},
+		{"calculator", "which is smaller: 3 * 7 or 20", "20 is smaller than 3 * 7 = 21", ""},
+		{"calculator", "which is greater, 4 or 2 + 2", "4 and 2 + 2 = 4 are equal", ""},
 		{"calculator", "What is 15% tip on a 60 dollar meal?", "15% tip on a 60 = 9", ""},
 		{"calculator", "What is 8% sales tax on 250?", "8% sales tax on 250 = 20", ""},
 		{"calculator", "Convert 100 euros to dollars", "", "asks for a conversion: the calculator converts no units or currencies"},
@@ -344,6 +347,13 @@ func FuzzWorkers(f *testing.F) {
 			_, _ = w.Run(t.Context(), agentkit.Task{Task: protocol.Task{TaskDesc: s}})
 		}
 	})
+}
+
+// "X more than A or B" compares X with A or B, not A with B.
+func TestCompareNeedsTwoSides(t *testing.T) {
+	if got, _ := run(t, "calculator", "Is 50% of 10 more than 4 or 6?", builtin.Options{}); strings.Contains(got, "is more than") {
+		t.Errorf("read as a comparison of 4 and 6: %q", got)
+	}
 }
 
 // A bare file name that is not at the sandbox's top is found in its folders

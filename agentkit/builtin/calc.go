@@ -231,6 +231,9 @@ func calculate(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
 		return convertUnits(ctx, t)
 	}
 	t.TaskDesc, t.TaskAbstract = symbols(t.TaskDesc), symbols(t.TaskAbstract)
+	if answer, ok, err := compare(t.TaskDesc); ok {
+		return agentkit.Result{Conclusion: answer}, err
+	}
 	exprs := findAll(exprRE, t)
 	var note string
 	if len(exprs) == 0 { // "then divide it by 2"
@@ -284,6 +287,50 @@ func calculate(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
 		}
 	}
 	return agentkit.Result{Conclusion: strings.Join(answers, "; ") + note}, nil
+}
+
+// compareSide is one side of a comparison: a number or an expression.
+const compareSide = `[(\-√]*` + numPat + `\)*(?:\s*[-+*/x×÷^]\s*[(\-√]*` + numPat + `\)*)*`
+
+// compareRE asks which of two numbers or expressions is the larger or the
+// smaller: "what's bigger, 2^10 or 1000?" (groups: the word, the words
+// before the first side, both sides).
+var compareRE = regexp.MustCompile(`(?i)\b(bigger|larger|greater|higher|more|smaller|less|lower)\b([^0-9(√\-]*?)(` +
+	compareSide + `)\s*,?\s+or\s+(` + compareSide + `)`)
+
+// compare answers a comparison in the task's own text; ok is false when it
+// asks for none. Read as expressions, "2^10 or 1000" gave "2^10 = 1024",
+// which answers another question and passed for done.
+func compare(desc string) (string, bool, error) {
+	own, _, _ := strings.Cut(desc, "\n\n")
+	m := compareRE.FindStringSubmatch(own)
+	if m == nil || strings.Contains(strings.ToLower(m[2]), "than") {
+		return "", false, nil // "is 5 more than 4 or 6" compares with something else
+	}
+	a, b := strings.TrimSpace(m[3]), strings.TrimSpace(m[4])
+	va, err := evalExpr(a)
+	if err != nil {
+		return "", true, fmt.Errorf("%s: %w", a, err)
+	}
+	vb, err := evalExpr(b)
+	if err != nil {
+		return "", true, fmt.Errorf("%s: %w", b, err)
+	}
+	side := func(expr string, v float64) string {
+		if n := formatNumber(v); n != expr {
+			return expr + " = " + n
+		}
+		return expr
+	}
+	larger := strings.Contains("bigger larger greater higher more", strings.ToLower(m[1]))
+	switch {
+	case va == vb:
+		return fmt.Sprintf("%s and %s are equal", side(a, va), side(b, vb)), true, nil
+	case (va > vb) == larger:
+		return fmt.Sprintf("%s is %s than %s", side(a, va), strings.ToLower(m[1]), side(b, vb)), true, nil
+	default:
+		return fmt.Sprintf("%s is %s than %s", side(b, vb), strings.ToLower(m[1]), side(a, va)), true, nil
+	}
 }
 
 // conversionRE is a task that asks to convert a quantity ("convert 100

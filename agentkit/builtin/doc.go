@@ -21,7 +21,8 @@
 // a list ("the average of 3, 5 and 10", "the sum of 1, 2, 3 and 4", "add
 // 17, 25 and 38", "sum 4, 8 and 15")
 // and numbers that name what they count before a multiplication or division
-// ("4 nights * 120 euros" is 480); asked to double, halve or triple its
+// ("4 nights * 120 euros" is 480), and answers which of two is bigger or
+// smaller ("what's bigger, 2^10 or 1000?"); asked to double, halve or triple its
 // result ("compute 7 * 8 and halve it") it does, and asked to round ("… and
 // round it", "round 3.14159 to 2 decimals") it gives the rounded answer
 // last. A number next
