@@ -78,6 +78,11 @@ var wordOps = func() []wordOp {
 		{`subtract\s+` + n + `\s+from\s+` + n, "$2 - $1"},
 		{`(?:multiply|product\s+of)\s+` + n + `\s+(?:by|and|times|with)\s+` + n, "$1 * $2"},
 		{`(` + numPat + `\s*\*\s*-?` + numPat + `)\s+(?:by|times)\s+` + n, "$1 * $2"}, // "multiply 3 by 4 by 5"
+		// A comma groups what comes before it: "12 plus 30, divided by 6".
+		{n + `\s+plus\s+` + n + `\s*,\s*(?:and\s+)?(?:then\s+)?divided\s+by\s+` + n, "($1 + $2) / $3"},
+		{n + `\s+minus\s+` + n + `\s*,\s*(?:and\s+)?(?:then\s+)?divided\s+by\s+` + n, "($1 - $2) / $3"},
+		{n + `\s+plus\s+` + n + `\s*,\s*(?:and\s+)?(?:then\s+)?(?:multiplied\s+by|times)\s+` + n, "($1 + $2) * $3"},
+		{n + `\s+minus\s+` + n + `\s*,\s*(?:and\s+)?(?:then\s+)?(?:multiplied\s+by|times)\s+` + n, "($1 - $2) * $3"},
 		{`divide\s+` + n + `\s+by\s+` + n, "$1 / $2"},
 		{n + `(\s+[a-zA-Z]{2,})?\s+divided\s+by\s+` + n, "$1$2 / $3"},
 		{n + `(\s+[a-zA-Z]{2,})?\s+(?:multiplied\s+by|times)\s+` + n, "$1$2 * $3"},
