@@ -16,7 +16,8 @@ var (
 
 // withFileWord writes the word "file" for the extension of each file name
 // of a query: "Read sub/b.md" asks for a file, and no card says "md" (the
-// extension only diluted the match). The name's own words stay.
+// extension only diluted the match). The name's own words stay; readings
+// also searches the text without them.
 func withFileWord(text string) string {
 	return fileNameRE.ReplaceAllString(text, "$1 file")
 }

@@ -432,3 +432,29 @@ func TestDataAfterAColon(t *testing.T) {
 		t.Errorf("a labelled task went to %s at %.3f, want the unit converter", h.Name, h.Match)
 	}
 }
+
+// A file's name is read with and without its own words: a word no card
+// holds ("fox") does not hide the file reader.
+func TestFileNamesReadBothWays(t *testing.T) {
+	if got, want := readings("What's in fox.txt?"), []string{"What's in fox.txt?", "What's in file?"}; !slices.Equal(got, want) {
+		t.Errorf("readings = %q, want %q", got, want)
+	}
+	ix := buildIndex(t, append(slices.Clone(testDocs),
+		Doc{Name: "file-reader", Description: "Reads text files from the shared folder, shows what a file contains, and lists the files in it."},
+		Doc{Name: "budget-analyst", Description: "Analyses household budgets and spending.", Capabilities: []string{"budget review"}}))
+	top := func(q string) Hit {
+		t.Helper()
+		hits, err := ix.Search(t.Context(), Query{Texts: []string{q}})
+		if err != nil || len(hits) == 0 {
+			t.Fatalf("%q: %+v %v", q, hits, err)
+		}
+		return hits[0]
+	}
+	if named, bare := top("What's in fox.txt?"), top("What's in the file?"); named.Name != "file-reader" || named.Match != bare.Match {
+		t.Errorf("fox.txt: %s at %.3f; the file alone: %s at %.3f; want the file reader, as well matched", named.Name, named.Match, bare.Name, bare.Match)
+	}
+	// A name's words still count where a card holds them.
+	if h := top("Review budget.csv"); h.Name != "budget-analyst" {
+		t.Errorf("budget.csv went to %s at %.3f, want the budget analyst", h.Name, h.Match)
+	}
+}
