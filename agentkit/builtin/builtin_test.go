@@ -83,6 +83,7 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "halve 56", "56 / 2 = 28", ""},
 		{"calculator", "Compute 100 / 7 to 3 decimal places", "100 / 7 = 14.2857142857, rounded = 14.286", ""},
 		{"calculator", "Compute 2 ** 8", "2^8 = 256", ""},
+		{"calculator", "How many eggs are 3 boxes of 12 eggs?", "3 boxes * 12 = 36", ""},
 		{"calculator", "What is 12 plus 30, divided by 6?", "(12 + 30) / 6 = 7", ""},
 		{"calculator", "what is 10 minus 4, times 3", "(10 - 4) * 3 = 18", ""},
 		{"calculator", "what is 10 minus 4 times 3", "10 - 4 * 3 = -2", ""},

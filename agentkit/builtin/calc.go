@@ -64,7 +64,8 @@ var wordOps = func() []wordOp {
 		{`(?:double|twice)\s+` + n, "2 * $1"},
 		{`triple\s+` + n, "3 * $1"},
 		{`halve\s+` + n, "$1 / 2"},
-		{n + `(\s+[a-zA-Z]{2,})\s+at\s+` + n, "$1$2 * $3"}, // "3 nights at 90 euros"
+		{n + `(\s+[a-zA-Z]{2,})\s+at\s+` + n, "$1$2 * $3"},  // "3 nights at 90 euros"
+		{n + `(\s+[a-zA-Z]{2,}s)\s+of\s+` + n, "$1$2 * $3"}, // "3 boxes of 12 eggs"
 		{`(\d+)\s+factorial\b`, "$1!"},
 		{`square\s+root\s+of\s+` + n, "√$1"},
 		{n + `\s*\*\*\s*` + n, "$1^$2"}, // "2 ** 8"

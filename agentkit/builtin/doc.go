@@ -16,7 +16,7 @@
 // is added to ("50 + 10%" is 55, "add 15% VAT to 200", "20% off 80", "…
 // then subtract 10%"), a fraction of a number ("1/3 of 90", "half of 90",
 // "halve 56", "split a 90 euro bill between 4 people"), a price ("3 nights
-// at 90 euros" is 270), a factorial ("7!", "7 factorial"), a remainder
+// at 90 euros" is 270), a count of packs ("3 boxes of 12 eggs" is 36), a factorial ("7!", "7 factorial"), a remainder
 // ("the remainder of 17 divided by 5", "17 mod 5" is 2), an operation over
 // a list ("the average of 3, 5 and 10", "the sum of 1, 2, 3 and 4", "add
 // 17, 25 and 38", "sum 4, 8 and 15")
