@@ -32,14 +32,11 @@ func TestFileReaderEmptySandbox(t *testing.T) {
 }
 
 func TestWorkers(t *testing.T) {
-	box := t.TempDir()
-	if err := os.CopyFS(box, fstest.MapFS{
+	box := sandboxWith(t, fstest.MapFS{
 		"notes.txt": {Data: []byte("Agents team up. Agents conclude! Teams teams.")},
 		"data.csv":  {Data: []byte("one,two\n1,2\n3,4\n")},
 		"sub/b.md":  {Data: []byte("deep file")},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	o := builtin.Options{Sandbox: box}
 	for _, tc := range []struct {
 		worker, desc, want, wantErr string
@@ -363,14 +360,11 @@ func TestCompareNeedsTwoSides(t *testing.T) {
 // A bare file name that is not at the sandbox's top is found in its folders
 // when one file has it, and refused, with the candidates, when several do.
 func TestFilesFoundInFolders(t *testing.T) {
-	box := t.TempDir()
-	if err := os.CopyFS(box, fstest.MapFS{
+	box := sandboxWith(t, fstest.MapFS{
 		"notes/todo.md": {Data: []byte("buy milk")},
 		"a/x.txt":       {Data: []byte("one")},
 		"b/x.txt":       {Data: []byte("two")},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	o := builtin.Options{Sandbox: box}
 	if got, err := run(t, "textstats", "Count the words in todo.md", o); err != nil || !strings.HasPrefix(got, "notes/todo.md: 2 words") {
 		t.Errorf("todo.md = %q, %v; want notes/todo.md counted", got, err)
@@ -384,4 +378,14 @@ func TestFilesFoundInFolders(t *testing.T) {
 	if _, err := run(t, "files", "Read y.txt", o); err == nil || !strings.Contains(err.Error(), "there is no such file") {
 		t.Errorf("read y.txt = %v; want no such file", err)
 	}
+}
+
+// sandboxWith is a sandbox folder holding files.
+func sandboxWith(t *testing.T, files fstest.MapFS) string {
+	t.Helper()
+	box := t.TempDir()
+	if err := os.CopyFS(box, files); err != nil {
+		t.Fatal(err)
+	}
+	return box
 }

@@ -414,14 +414,7 @@ func TestDataAfterAColon(t *testing.T) {
 	ix := buildIndex(t, append(slices.Clone(testDocs),
 		Doc{Name: "text-analyst", Description: "Counts the words, sentences and characters of a text.", Capabilities: []string{"word count", "text statistics"}},
 		Doc{Name: "unit-converter", Description: "Converts measurements between units of length, mass and temperature.", Capabilities: []string{"unit conversion"}}))
-	top := func(q string) Hit {
-		t.Helper()
-		hits, err := ix.Search(t.Context(), Query{Texts: []string{q}})
-		if err != nil || len(hits) == 0 {
-			t.Fatalf("%q: %+v %v", q, hits, err)
-		}
-		return hits[0]
-	}
+	top := func(q string) Hit { return topHit(t, ix, q) }
 	// The data after the colon only dilutes the instruction's match...
 	data, bare := top("Count the words in: the quick brown fox jumps over the lazy dog while the cat sleeps"), top("Count the words in")
 	if data.Name != "text-analyst" || data.Match != bare.Match {
@@ -442,14 +435,7 @@ func TestFileNamesReadBothWays(t *testing.T) {
 	ix := buildIndex(t, append(slices.Clone(testDocs),
 		Doc{Name: "file-reader", Description: "Reads text files from the shared folder, shows what a file contains, and lists the files in it."},
 		Doc{Name: "budget-analyst", Description: "Analyses household budgets and spending.", Capabilities: []string{"budget review"}}))
-	top := func(q string) Hit {
-		t.Helper()
-		hits, err := ix.Search(t.Context(), Query{Texts: []string{q}})
-		if err != nil || len(hits) == 0 {
-			t.Fatalf("%q: %+v %v", q, hits, err)
-		}
-		return hits[0]
-	}
+	top := func(q string) Hit { return topHit(t, ix, q) }
 	if named, bare := top("What's in fox.txt?"), top("What's in the file?"); named.Name != "file-reader" || named.Match != bare.Match {
 		t.Errorf("fox.txt: %s at %.3f; the file alone: %s at %.3f; want the file reader, as well matched", named.Name, named.Match, bare.Name, bare.Match)
 	}
@@ -457,4 +443,14 @@ func TestFileNamesReadBothWays(t *testing.T) {
 	if h := top("Review budget.csv"); h.Name != "budget-analyst" {
 		t.Errorf("budget.csv went to %s at %.3f, want the budget analyst", h.Name, h.Match)
 	}
+}
+
+// topHit is the first hit of query q, failing the test when there is none.
+func topHit(t *testing.T, ix *Index, q string) Hit {
+	t.Helper()
+	hits, err := ix.Search(t.Context(), Query{Texts: []string{q}})
+	if err != nil || len(hits) == 0 {
+		t.Fatalf("%q: %+v %v", q, hits, err)
+	}
+	return hits[0]
 }
