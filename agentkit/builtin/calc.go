@@ -145,7 +145,7 @@ func plainScientific(text string) string {
 }
 
 func symbols(text string) string {
-	text = listOps(plainScientific(text))
+	text = listOps(plainScientific(digitsForWords(text)))
 	for _, o := range wordOps {
 		text = o.re.ReplaceAllString(text, o.repl)
 	}

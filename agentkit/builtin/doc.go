@@ -49,7 +49,8 @@
 // 2 km", "… then subtract 3 pounds") is added in that unit, by either.
 // Numbers are read as people write them: "3,200" and "1,234.5" group
 // thousands, "2,5" has a decimal comma, "1e3" is 1000, and a form that is
-// neither ("1.234,5") is refused rather than guessed. The converter gives
+// neither ("1.234,5") is refused rather than guessed; numbers said in words
+// ("twenty plus five") or with a scale word ("1.5 million") are read too. The converter gives
 // 2 decimals, or as many as the task asks for ("… and round to 1
 // decimal").
 //

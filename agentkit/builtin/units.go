@@ -273,6 +273,7 @@ var sumAfterRE = regexp.MustCompile(`(?i)(` + quantity + `)\s+(?:to|in|into)\s+(
 // to pounds and ounces" is "10 kg to pounds; 10 kg to ounces", when each is
 // a unit: in "5 km to miles and 20 kg to pounds" "and" begins another).
 func conversions(text string) string {
+	text = digitsForWords(text)
 	text = unitFirstRE.ReplaceAllString(text, "$2 to $1")
 	text = sumAfterRE.ReplaceAllString(text, "$1 $3 $4 in $2")
 	text = howManyRE.ReplaceAllStringFunc(text, func(m string) string {

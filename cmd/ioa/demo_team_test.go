@@ -47,6 +47,8 @@ func TestDemoTeamGoals(t *testing.T) {
 		{"What is 8% sales tax on 250?", "8% sales tax on 250 = 20"},
 		{"What's bigger, 2^10 or 1000?", "2^10 = 1024 is bigger than 1000"},
 		{"What is 12 plus 30, divided by 6?", "(12 + 30) / 6 = 7"},
+		{"What is 7% of 1.5 million?", "7% of 1500000 = 105000"},
+		{"what is twenty plus five", "20 + 5 = 25"},
 		{"What's in notes.txt?", "notes.txt:\nAgents team up. They conclude."},
 		{"How far is 10 km in miles?", "10 km = 6.21 miles"},
 		{"I need 2.5 liters in gallons", "2.5 l = 0.66 gallons"},
