@@ -81,6 +81,7 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "Compute 100 / 7 to 3 decimal places", "100 / 7 = 14.2857142857, rounded = 14.286", ""},
 		{"calculator", "Compute 2 ** 8", "2^8 = 256", ""},
 		{"calculator", "what is twenty plus five", "20 + 5 = 25", ""},
+		{"calculator", "Compute 50 euros minus 20%", "50 - 20% = 40", ""},
 		{"calculator", "What is 7% of 1.5 million?", "7% of 1500000 = 105000", ""},
 		{"calculator", "What is one third of ninety?", "90 / 3 = 30", ""},
 		{"calculator", "How many eggs are 3 boxes of 12 eggs?", "3 boxes * 12 = 36", ""},

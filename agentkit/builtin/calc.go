@@ -87,8 +87,8 @@ var wordOps = func() []wordOp {
 		{`divide\s+` + n + `\s+by\s+` + n, "$1 / $2"},
 		{n + `(\s+[a-zA-Z]{2,})?\s+divided\s+by\s+` + n, "$1$2 / $3"},
 		{n + `(\s+[a-zA-Z]{2,})?\s+(?:multiplied\s+by|times)\s+` + n, "$1$2 * $3"},
-		{n + `\s+plus\s+` + n, "$1 + $2"},
-		{n + `\s+minus\s+` + n, "$1 - $2"},
+		{n + `\s+(?:euros?|dollars?|usd|eur)?\s*plus\s+` + n, "$1 + $2"},  // "50 euros minus 20%": a currency
+		{n + `\s+(?:euros?|dollars?|usd|eur)?\s*minus\s+` + n, "$1 - $2"}, // is a number's, not a unit to convert
 	} {
 		ops = append(ops, wordOp{regexp.MustCompile(`(?i)\b` + o[0]), o[1]})
 	}
