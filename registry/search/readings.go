@@ -31,6 +31,11 @@ var instructionRE = regexp.MustCompile(`^\s*([^:\n]*[^:\s])\s*:\s+\S`)
 // "Summarise budget.csv").
 func readings(text string) []string {
 	out := []string{text}
+	// Most queries have neither a colon nor a dot: no regular expression
+	// runs for them.
+	if !strings.ContainsAny(text, ":.") {
+		return out
+	}
 	if m := instructionRE.FindStringSubmatch(text); m != nil && contentWords(m[1]) >= 2 {
 		out = append(out, m[1])
 	}
