@@ -52,7 +52,12 @@ var wordOps = func() []wordOp {
 		{n + `\s*(?:percent|per\s+cent)\b`, "$1%"},
 		{`add\s+` + n + `\s*%(?:\s+[a-zA-Z]{2,})?\s+to\s+` + n, "$2 + $1%"},        // "add 15% VAT to 200"
 		{`subtract\s+` + n + `\s*%(?:\s+[a-zA-Z]{2,})?\s+from\s+` + n, "$2 - $1%"}, // "subtract 20% from 50"
-		{n + `\s*%\s+off\s+(?:of\s+)?` + n, "$2 - $1%"},                            // "20% off 80"
+		{`increase\s+` + n + `\s+by\s+` + n + `\s*%`, "$1 + $2%"},                  // "increase 80 by 25%"
+		{`decrease\s+` + n + `\s+by\s+` + n + `\s*%`, "$1 - $2%"},                  // "decrease 200 by 15%"
+		{n + `\s*%\s+more\s+than\s+` + n, "$2 + $1%"},                              // "10% more than 50"
+		{n + `\s*%\s+less\s+than\s+` + n, "$2 - $1%"},
+		{`what\s+percent(?:age)?\s+of\s+` + n + `\s+is\s+` + n, "$2 / $1 * 100"}, // "what percentage of 80 is 20"
+		{n + `\s*%\s+off\s+(?:of\s+)?` + n, "$2 - $1%"},                          // "20% off 80"
 		{`factorial\s+of\s+(\d+)\b`, "$1!"},
 		{`(\d+\s*/\s*\d+)\s+of\s+` + n, "$1 * $2"}, // "1/3 of 90"
 		{`(?:a\s+)?half\s+of\s+` + n, "$1 / 2"},
@@ -73,7 +78,7 @@ var wordOps = func() []wordOp {
 		{`sqrt\s+` + n, "√$1"},
 		{n + `\s+squared\b`, "$1^2"},
 		{n + `\s+cubed\b`, "$1^3"},
-		{n + `\s+(?:raised\s+)?to\s+the\s+power\s+of\s+` + n, "$1^$2"},
+		{n + `\s+(?:raised\s+)?to\s+the\s+power\s+(?:of\s+)?` + n, "$1^$2"},
 		{n + `\s+(?:raised\s+)?to\s+the\s+(\d+)(?:st|nd|rd|th)(?:\s+power)?\b`, "$1^$2"},
 		{`(?:add|sum\s+of|the\s+sum\s+of)\s+` + n + `\s+(?:and|to|plus)\s+` + n, "$1 + $2"},
 		{`subtract\s+` + n + `\s+from\s+` + n, "$2 - $1"},
@@ -147,7 +152,15 @@ func plainScientific(text string) string {
 func symbols(text string) string {
 	text = listOps(plainScientific(digitsForWords(text)))
 	for _, o := range wordOps {
-		text = o.re.ReplaceAllString(text, o.repl)
+		// Until nothing changes: "5 plus 5 plus 5" takes two passes, the
+		// second joining the "+" the first wrote.
+		for range 8 {
+			next := o.re.ReplaceAllString(text, o.repl)
+			if next == text {
+				break
+			}
+			text = next
+		}
 	}
 	return text
 }

@@ -13,8 +13,9 @@
 // the expression it means, a percentage as a factor ("10% of 50% of 200 +
 // 3" is 13, "20 percent of 55 plus 3" is 14, "15% tip on 84.50" is
 // 12.675) and a percentage added or taken off as a percentage of what it
-// is added to ("50 + 10%" is 55, "add 15% VAT to 200", "20% off 80", "…
-// then subtract 10%"), a fraction of a number ("1/3 of 90", "half of 90",
+// is added to ("50 + 10%" is 55, "add 15% VAT to 200", "20% off 80",
+// "increase 80 by 25%", "10% more than 50", "… then subtract 10%"), what
+// percentage one number is of another, a fraction of a number ("1/3 of 90", "half of 90",
 // "halve 56", "split a 90 euro bill between 4 people"), a price ("3 nights
 // at 90 euros" is 270), a count of packs ("3 boxes of 12 eggs" is 36), a factorial ("7!", "7 factorial"), a remainder
 // ("the remainder of 17 divided by 5", "17 mod 5" is 2), an operation over
@@ -36,7 +37,8 @@
 // report of 12 * 3 and 100 fahrenheit in celsius"), reads a question ("how
 // many miles is 42 km", "how many seconds are in 3 hours"), adds and
 // subtracts quantities ("5 km plus 3
-// miles in km", "5 feet 10 inches to cm"; temperatures are not added) and
+// miles in km", "5 feet 10 inches to cm", "2 hours and 30 minutes to
+// minutes"; temperatures are not added) and
 // refuses a temperature below absolute zero. In both, a task that works on
 // an earlier task's answer ("… then divide it by 2", "… then convert it
 // from km to miles") takes the answer of the last earlier task that

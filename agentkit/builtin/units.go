@@ -264,6 +264,33 @@ var unitFirstRE = regexp.MustCompile(`(?i)\b(?:to|into|in)\s+(°?[a-z/]+(?:\s+pe
 // first quantity, its target unit, the operator, the second quantity).
 var sumAfterRE = regexp.MustCompile(`(?i)(` + quantity + `)\s+(?:to|in|into)\s+(°?[a-z/]+)\s+(plus|minus)\s+(` + quantity + `)`)
 
+// compoundRE is a quantity said in two units joined by "and" ("2 hours and
+// 30 minutes"): groups are the two numbers and units.
+var compoundRE = regexp.MustCompile(`(?i)(-?` + numPat + `)\s*(` + unitPat + `)\s+and\s+(-?` + numPat + `)\s*(` + unitPat + `)`)
+
+// compounds writes a quantity said in a larger and a smaller unit of one
+// kind as their sum ("2 hours and 30 minutes" is 2 hours plus 30 minutes),
+// which a list of two quantities ("5 km and 3 km") never is.
+// The last two of a longer list ("1 kg, 2 kg and 500 g") stay a list.
+func compounds(text string) string {
+	var out strings.Builder
+	last := 0
+	for _, loc := range compoundRE.FindAllStringSubmatchIndex(text, -1) {
+		sub := func(i int) string { return text[loc[2*i]:loc[2*i+1]] }
+		a, okA := lookUnit(sub(2))
+		b, okB := lookUnit(sub(4))
+		inList := strings.HasSuffix(strings.TrimSpace(text[:loc[0]]), ",")
+		if !okA || !okB || a.kind != b.kind || a.kind == "temperature" || a.toSI(1) <= b.toSI(1) || inList {
+			continue
+		}
+		out.WriteString(text[last:loc[0]])
+		out.WriteString(sub(1) + " " + sub(2) + " plus " + sub(3) + " " + sub(4))
+		last = loc[1]
+	}
+	out.WriteString(text[last:])
+	return out.String()
+}
+
 // conversions writes a task's conversions one by one: the unit named first
 // ("convert to miles: 42 km"), a sum after a conversion ("45 minutes in
 // hours plus 2 hours"), a question ("how many miles is 42 km" is "42 km to
@@ -273,7 +300,7 @@ var sumAfterRE = regexp.MustCompile(`(?i)(` + quantity + `)\s+(?:to|in|into)\s+(
 // to pounds and ounces" is "10 kg to pounds; 10 kg to ounces", when each is
 // a unit: in "5 km to miles and 20 kg to pounds" "and" begins another).
 func conversions(text string) string {
-	text = digitsForWords(text)
+	text = compounds(digitsForWords(text))
 	text = unitFirstRE.ReplaceAllString(text, "$2 to $1")
 	text = sumAfterRE.ReplaceAllString(text, "$1 $3 $4 in $2")
 	text = howManyRE.ReplaceAllStringFunc(text, func(m string) string {
