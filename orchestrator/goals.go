@@ -60,27 +60,29 @@ func (s *Service) parseGoalRequest(data []byte) (protocol.GoalRequest, error) {
 		// docs/protocol.md: a JSON null body is rejected, not taken as a goal.
 		return req, protocol.Errorf(protocol.ErrInvalid, "body is null: send the goal as text or as {\"goal\":\"...\"}")
 	}
-	switch {
-	case trimmed[0] == '{':
+	if trimmed[0] == '{' {
 		if err := s.codec.Decode(data, &req); err != nil {
 			return req, err
 		}
+		req.Goal = strings.TrimSpace(req.Goal)
+		return req, req.Validate()
+	}
+	// Any other body is a goal in text, checked once for size and encoding
+	// before it is read.
+	if len(data) > s.b.Config().MaxMessageBytes {
+		return req, protocol.Errorf(protocol.ErrTooLarge, "goal of %d bytes is over the limit of %d", len(data), s.b.Config().MaxMessageBytes)
+	}
+	if !utf8.Valid(trimmed) {
+		return req, protocol.Errorf(protocol.ErrInvalid, "goal is not valid UTF-8")
+	}
+	switch {
 	case trimmed[0] == '[' && json.Valid(trimmed):
 		// A list of goals, or a request in the wrong shape: taken as text,
 		// "[1,2]" was a goal no agent could make sense of.
 		return req, protocol.Errorf(protocol.ErrInvalid, "body is a JSON array: send one goal as text or as {\"goal\":\"...\"}")
 	case trimmed[0] == '"' && json.Unmarshal(trimmed, &req.Goal) == nil:
 		// A goal sent as a JSON string ('"Convert 5 km to miles"') is its text.
-		if len(trimmed) > s.b.Config().MaxMessageBytes {
-			return req, protocol.Errorf(protocol.ErrTooLarge, "goal of %d bytes is over the limit of %d", len(trimmed), s.b.Config().MaxMessageBytes)
-		}
 	default:
-		if len(data) > s.b.Config().MaxMessageBytes {
-			return req, protocol.Errorf(protocol.ErrTooLarge, "goal of %d bytes is over the limit of %d", len(data), s.b.Config().MaxMessageBytes)
-		}
-		if !utf8.Valid(trimmed) {
-			return req, protocol.Errorf(protocol.ErrInvalid, "goal is not valid UTF-8")
-		}
 		req.Goal = string(trimmed)
 	}
 	req.Goal = strings.TrimSpace(req.Goal)

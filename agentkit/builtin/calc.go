@@ -341,14 +341,15 @@ func compare(desc string) (string, bool, error) {
 		}
 		return expr
 	}
-	larger := strings.Contains("bigger larger greater higher more", strings.ToLower(m[1]))
+	word := strings.ToLower(m[1])
+	larger := word == "bigger" || word == "larger" || word == "greater" || word == "higher" || word == "more"
 	switch {
 	case va == vb:
 		return fmt.Sprintf("%s and %s are equal", side(a, va), side(b, vb)), true, nil
 	case (va > vb) == larger:
-		return fmt.Sprintf("%s is %s than %s", side(a, va), strings.ToLower(m[1]), side(b, vb)), true, nil
+		return fmt.Sprintf("%s is %s than %s", side(a, va), word, side(b, vb)), true, nil
 	default:
-		return fmt.Sprintf("%s is %s than %s", side(b, vb), strings.ToLower(m[1]), side(a, va)), true, nil
+		return fmt.Sprintf("%s is %s than %s", side(b, vb), word, side(a, va)), true, nil
 	}
 }
 

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -20,9 +21,22 @@ var numberWordValues = map[string]float64{
 var scaleValues = map[string]float64{"thousand": 1e3, "million": 1e6, "billion": 1e9}
 
 // numberWordsRE is a run of number words, joined by spaces, hyphens or
-// "and" ("one hundred and five", "twenty-five"). "One" before a fraction
-// word stays a word: "one third of 90" is a fraction (wordOps).
-var numberWordsRE = regexp.MustCompile(`(?i)\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion)(?:(?:[\s-]+(?:and\s+)?)(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion))*\b`)
+// "and" ("one hundred and five", "twenty-five"), built from the words above.
+// "One" before a fraction word stays a word: "one third of 90" is a
+// fraction (wordOps).
+var numberWordsRE = func() *regexp.Regexp {
+	words := []string{"hundred"}
+	for w := range numberWordValues {
+		words = append(words, w)
+	}
+	for w := range scaleValues {
+		words = append(words, w)
+	}
+	// Longest first, so that "seventeen" is not read as "seven".
+	slices.SortFunc(words, func(a, b string) int { return len(b) - len(a) })
+	w := "(?:" + strings.Join(words, "|") + ")"
+	return regexp.MustCompile(`(?i)\b` + w + `(?:[\s-]+(?:and\s+)?` + w + `)*\b`)
+}()
 
 var fractionAfterRE = regexp.MustCompile(`(?i)^\s+(?:half|third|quarter|fifth)s?\b`)
 
@@ -47,8 +61,8 @@ func digitsForWords(text string) string {
 		if len(words) == 1 && words[0] == "one" && fractionAfterRE.MatchString(text[loc[1]:]) {
 			continue
 		}
-		if len(words) == 1 && scaleValues[words[0]] > 0 || words[0] == "hundred" {
-			continue // "a million thanks", "hundreds": no number on its own
+		if len(words) == 1 && (scaleValues[words[0]] > 0 || words[0] == "hundred") {
+			continue // "a million thanks", "a hundred": no number on its own
 		}
 		out = append(out, text[last:loc[0]]...)
 		out = append(out, strings.Join(readNumberWords(words), " ")...)

@@ -178,10 +178,11 @@ func usedPart(m []string, to unit) []string {
 // converter does not know ("5 parsecs to km"), or "" when it knows them all.
 func unknownUnit(found [][]string) string {
 	for _, m := range found {
-		if _, ok := lookUnit(m[3]); !ok {
+		from, to := unitsKnown(m)
+		if !from {
 			return m[3]
 		}
-		if _, ok := units[strings.ToLower(m[4])]; !ok && !pronounRE.MatchString(m[4]) {
+		if !to && !pronounRE.MatchString(m[4]) {
 			return m[4]
 		}
 	}
@@ -214,9 +215,16 @@ var knownUnits = func() string {
 }()
 
 func notUnits(m []string) bool {
-	_, to := units[strings.ToLower(m[4])]
-	_, from := lookUnit(m[3])
+	from, to := unitsKnown(m)
 	return !to || !from
+}
+
+// unitsKnown says whether the converter knows a conversion's unit to
+// convert from (m[3]) and to (m[4]).
+func unitsKnown(m []string) (from, to bool) {
+	_, from = lookUnit(m[3])
+	_, to = units[strings.ToLower(m[4])]
+	return from, to
 }
 
 // unusedQuantities are the quantities of the task's own text (as
