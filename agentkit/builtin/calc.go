@@ -71,6 +71,10 @@ var wordOps = func() []wordOp {
 		{`halve\s+` + n, "$1 / 2"},
 		{n + `(\s+[a-zA-Z]{2,})\s+at\s+` + n, "$1$2 * $3"},  // "3 nights at 90 euros"
 		{n + `(\s+[a-zA-Z]{2,}s)\s+of\s+` + n, "$1$2 * $3"}, // "3 boxes of 12 eggs"
+		// "the area of a rectangle 5 by 8", "a 4 m by 5 m room": "by" multiplies
+		// only beside a shape ("reduce 100 by 20" is no product).
+		{`((?:area|rectangle|room|floor|garden|plot|field|wall|board)\b[^\d]{0,40}?)` + n + `(\s*[a-zA-Z]{1,12})?\s+(?:by|x|×)\s+` + n, "$1$2 * $4"}, // the unit left out
+		{n + `(\s*[a-zA-Z]{1,12})?\s+by\s+` + n + `((?:\s*[a-zA-Z]{1,12})?\s+(?:rectangle|room|floor|garden|plot|field|wall|board)\b)`, "$1 * $3$4"},
 		{`(\d+)\s+factorial\b`, "$1!"},
 		{`square\s+root\s+of\s+` + n, "√$1"},
 		{n + `\s*\*\*\s*` + n, "$1^$2"}, // "2 ** 8"

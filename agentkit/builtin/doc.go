@@ -17,7 +17,9 @@
 // "increase 80 by 25%", "10% more than 50", "… then subtract 10%"), what
 // percentage one number is of another, a fraction of a number ("1/3 of 90", "half of 90",
 // "halve 56", "split a 90 euro bill between 4 people"), a price ("3 nights
-// at 90 euros" is 270), a count of packs ("3 boxes of 12 eggs" is 36), a factorial ("7!", "7 factorial"), a remainder
+// at 90 euros" is 270), a count of packs ("3 boxes of 12 eggs" is 36), an area
+// ("a rectangle 5 by 8", "a 4 m by 5 m room": "by" multiplies only beside
+// a shape), a factorial ("7!", "7 factorial"), a remainder
 // ("the remainder of 17 divided by 5", "17 mod 5" is 2), an operation over
 // a list ("the average of 3, 5 and 10", "the sum of 1, 2, 3 and 4", "add
 // 17, 25 and 38", "sum 4, 8 and 15")
@@ -29,7 +31,8 @@
 // last. A number next
 // to an operator that no expression takes fails the task ("3 times the
 // sum of 2 and 5" is not read as 2 + 5): an answer to another question
-// would pass for done. The unit converter knows length, mass, volume (litres,
+// would pass for done. The unit converter knows length (mm to miles, yards), mass (g to
+// tonnes), volume (litres,
 // millilitres, US cups, gallons), speed (km/h, mph, m/s), temperature and
 // time; it converts lists ("5 km and 3 km to
 // miles", "10 kg to pounds and ounces"), fails a task that leaves a

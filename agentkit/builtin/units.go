@@ -36,6 +36,9 @@ var units = func() map[string]unit {
 	add("miles", "length", 1609.344, "mile", "mi")
 	add("ft", "length", 0.3048, "foot", "feet")
 	add("in", "length", 0.0254, "inch", "inches")
+	add("yd", "length", 0.9144, "yard", "yards")
+	add("mm", "length", 0.001, "millimetre", "millimetres", "millimeter", "millimeters")
+	add("tonnes", "mass", 1000, "tonne") // metric: a "ton" may be a short one
 	add("kg", "mass", 1, "kilogram", "kilograms", "kilo", "kilos")
 	add("g", "mass", 0.001, "gram", "grams")
 	add("lb", "mass", 0.45359237, "lbs", "pound", "pounds")

@@ -8,7 +8,11 @@
 // to F and compute 12 * 12", "convert 5 km to miles, compute 3 * 3", not
 // "buy salt and pepper" nor "add 17, 25 and 38"), so that a goal of two
 // requests is not given whole to the agent that serves one of them and
-// reported done. It finds a member for each clause by the registry's ranking, assigns the independent clauses as one async
+// reported done. A sentence that is the data of the one before it stays
+// with it: a question without numbers after a statement that has them ("I
+// have 3 boxes of 12 eggs. How many eggs in total?"), and a sentence that
+// is no request after an instruction whose data follows a colon ("Count
+// the words in: The cat sat. The dog ran."). It finds a member for each clause by the registry's ranking, assigns the independent clauses as one async
 // task assignment, pauses on them, assigns the dependent clauses ("then
 // ...", "... of it") one sync task at a time with the earlier results, and
 // concludes with one line per task. The plan (one line per clause and its

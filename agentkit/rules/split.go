@@ -44,7 +44,7 @@ func Split(goal string) []Clause {
 	var out []Clause
 	for _, line := range strings.Split(goal, "\n") {
 		line = bulletRE.ReplaceAllString(line, "")
-		for _, sent := range sentences(line) {
+		for _, sent := range joinData(sentences(line)) {
 			out = appendClauses(out, sent)
 		}
 	}
@@ -74,6 +74,50 @@ func sentences(line string) []string {
 		line = line[loc[1]-size:]
 	}
 }
+
+// joinData keeps a sentence with the one before it when it is that one's
+// data rather than a request of its own:
+//   - a question with no number, after a statement with numbers: "I have 3
+//     boxes of 12 eggs. How many eggs in total?" is one task (the question
+//     alone has nothing to compute; the statement alone asks nothing);
+//   - a sentence that is no request, after an instruction whose data follows
+//     a colon: "Count the words in: The cat sat. The dog ran." is one task.
+//
+// A sentence with numbers of its own ("There are 24 hours in a day. Convert
+// 3 days to hours.") or that starts with a request stays apart.
+func joinData(sents []string) []string {
+	out := sents[:0:0]
+	for _, s := range sents {
+		if n := len(out); n > 0 && (asksAbout(out[n-1], s) || continuesData(out[n-1], s)) {
+			out[n-1] += s
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// asksAbout says whether question q asks about the numbers that statement
+// stated gives and q has none of.
+func asksAbout(stated, q string) bool {
+	return !strings.HasSuffix(strings.TrimSpace(stated), "?") && !verbs[firstWord(stated)] && !depStartRE.MatchString(strings.TrimSpace(stated)) &&
+		strings.ContainsFunc(stated, unicode.IsDigit) && !strings.ContainsFunc(q, unicode.IsDigit) &&
+		questionWords[firstWord(q)] && strings.HasSuffix(strings.TrimSpace(q), "?")
+}
+
+// continuesData says whether sentence s goes on with the data an
+// instruction gave after its colon ("Summarise: …") in the text before it.
+func continuesData(before, s string) bool {
+	head, _, ok := strings.Cut(before, ": ")
+	if !ok || strings.ContainsAny(head, ".!?") || !verbs[firstWord(head)] || questionWords[firstWord(head)] {
+		return false
+	}
+	s = strings.TrimSpace(s)
+	return !verbs[firstWord(s)] && !depStartRE.MatchString(s) && !leadRE.MatchString(s)
+}
+
+// questionWords start a question.
+var questionWords = wordSet(`how what what's which who where when why`)
 
 func appendClauses(out []Clause, sent string) []Clause {
 	dependent := false

@@ -66,6 +66,18 @@ func TestSplit(t *testing.T) {
 			[]C{{"Multiply 12.5 by 4", false}, {"subtract 3 from 10", false}}},
 		{"using", "Compute the total. Using the result, write an invoice",
 			[]C{{"Compute the total", false}, {"Using the result, write an invoice", true}}},
+		{"a question about the numbers stated before it", "I have 3 boxes of 12 eggs. How many eggs in total?",
+			[]C{{"I have 3 boxes of 12 eggs. How many eggs in total", false}}},
+		{"a question with numbers of its own", "There are 24 hours in a day. Convert 3 days to hours. How many is that?",
+			[]C{{"There are 24 hours in a day", false}, {"Convert 3 days to hours", false}, {"How many is that", false}}},
+		{"a question after a statement without numbers", "Paris is big. What is its population?",
+			[]C{{"Paris is big", false}, {"What is its population", true}}},
+		{"data after a colon, in sentences", "Count the words in: The cat sat. The dog ran. Then summarize it.",
+			[]C{{"Count the words in: The cat sat. The dog ran", false}, {"summarize it", true}}},
+		{"a request after a colon's data", "Count the words in: The cat sat. Convert 5 km to miles.",
+			[]C{{"Count the words in: The cat sat", false}, {"Convert 5 km to miles", false}}},
+		{"a label's colon", "Task 2: the cat sat. The dog ran.",
+			[]C{{"Task 2: the cat sat", false}, {"The dog ran", false}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
