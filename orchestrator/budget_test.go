@@ -203,6 +203,9 @@ func TestSubmitForms(t *testing.T) {
 		"\xff":                          protocol.ErrInvalid,
 		`["a goal","another"]`:          protocol.ErrInvalid,
 		`""`:                            protocol.ErrInvalid,
+		" 42 ":                          protocol.ErrInvalid,
+		"-1.5e3":                        protocol.ErrInvalid,
+		"true":                          protocol.ErrInvalid,
 	} {
 		if err := requestJSON(t, w, "goal.submit", []byte(body), nil); !errors.Is(err, want) {
 			t.Errorf("submit %q: %v", body, err)

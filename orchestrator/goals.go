@@ -80,6 +80,10 @@ func (s *Service) parseGoalRequest(data []byte) (protocol.GoalRequest, error) {
 		// A list of goals, or a request in the wrong shape: taken as text,
 		// "[1,2]" was a goal no agent could make sense of.
 		return req, protocol.Errorf(protocol.ErrInvalid, "body is a JSON array: send one goal as text or as {\"goal\":\"...\"}")
+	case jsonScalar(trimmed) != "":
+		// "42" or "true": JSON, but no goal; taken as text, no agent could
+		// make sense of it, and the same mistake as an array.
+		return req, protocol.Errorf(protocol.ErrInvalid, "body is a JSON %s: send the goal as text or as {\"goal\":\"...\"}", jsonScalar(trimmed))
 	case trimmed[0] == '"' && json.Unmarshal(trimmed, &req.Goal) == nil:
 		// A goal sent as a JSON string ('"Convert 5 km to miles"') is its text.
 	default:
@@ -87,6 +91,21 @@ func (s *Service) parseGoalRequest(data []byte) (protocol.GoalRequest, error) {
 	}
 	req.Goal = strings.TrimSpace(req.Goal)
 	return req, req.Validate()
+}
+
+// jsonScalar names the JSON number or boolean that b is, or is "".
+func jsonScalar(b []byte) string {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return ""
+	}
+	switch v.(type) {
+	case float64:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return ""
 }
 
 // handleSubmit takes a goal beside the endpoint: recording it waits on KV,
