@@ -240,7 +240,14 @@ func TestWorkers(t *testing.T) {
 		{"files", "Read notes.txt and sub/b.md", "notes.txt:\nAgents team up. Agents conclude! Teams teams.\n\nsub/b.md:\ndeep file", ""},
 		{"files", "Read notes.txt", "notes.txt:\nAgents team up. Agents conclude! Teams teams.", ""},
 		{"files", "Read missing.txt", "", "read missing.txt: there is no such file in the sandbox folder " + box},
-		{"files", "List the files", "files: data.csv, notes.txt, sub", ""},
+		{"files", "List the files", "files: data.csv, notes.txt, sub/", ""},
+		{"files", "List the files in sub", "files in sub/: b.md", ""},
+		{"files", "What is in the sub folder?", "files in sub/: b.md", ""},
+		{"files", "Open the notes", "notes.txt:\nAgents team up. Agents conclude! Teams teams.", ""},
+		{"files", "List the notes", "files: data.csv, notes.txt, sub/", ""},
+		{"textstats", "How many lines are in the data?", "data.csv: 6 words, 1 sentence, 3 lines, 16 characters", ""},
+		{"textstats", "Count the words in: my notes are short", "the text: 4 words, 1 sentence, 1 line, 19 characters; most frequent: notes (1), short (1)", ""},
+		{"textstats", "Count the words in 'the notes'", `"the notes": 2 words, 1 sentence, 1 line, 9 characters; most frequent: notes (1)`, ""},
 		{"report", "Write the report", "", "no earlier results"},
 	} {
 		got, err := run(t, tc.worker, tc.desc, o)

@@ -67,7 +67,11 @@
 // and refuse a path outside their sandbox folder; a bare name that is not
 // at the sandbox's top is the one file of that name in its folders
 // ("todo.md" for notes/todo.md), and refused with the candidates when
-// several have it. The report writer refuses a task
+// several have it. A task that names no file but a word that is the name of
+// one file at the sandbox's top without its extension ("open the todo
+// list", "how many lines are in the data?") is about that file; the file
+// reader lists the folder a task names ("list the files in notes"), or the
+// sandbox's top, with a "/" after each folder's name. The report writer refuses a task
 // that does not ask for a report ("write a haiku about it"): a table of
 // results would pass for done.
 package builtin

@@ -142,6 +142,12 @@ func (w textStats) Run(_ context.Context, t agentkit.Task) (agentkit.Result, err
 	if err != nil {
 		return agentkit.Result{}, err
 	}
+	if len(files) == 0 && !quotedRE.MatchString(own) && !theWordRE.MatchString(own) {
+		// "How many lines are in the todo list?"
+		if files, err = fileNamedByStem(w.sandbox, own); err != nil {
+			return agentkit.Result{}, err
+		}
+	}
 	if len(files) == 0 {
 		files = textsOf(t.TaskDesc)
 	}
@@ -239,19 +245,14 @@ func (w fileReader) Run(_ context.Context, t agentkit.Task) (agentkit.Result, er
 	if err != nil {
 		return agentkit.Result{}, err
 	}
+	own, _, _ := strings.Cut(t.TaskDesc, "\n\n")
+	if len(files) == 0 && !listingRE.MatchString(own) {
+		if files, err = fileNamedByStem(w.sandbox, own); err != nil { // "Open the todo list"
+			return agentkit.Result{}, err
+		}
+	}
 	if len(files) == 0 {
-		entries, err := os.ReadDir(w.sandbox)
-		if err != nil {
-			return agentkit.Result{}, errors.New("no file named in the task, and the sandbox cannot be listed")
-		}
-		var names []string
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
-		if len(names) == 0 { // "files: " read as a list cut short
-			return agentkit.Result{Conclusion: "the sandbox folder " + w.sandbox + " has no files"}, nil
-		}
-		return agentkit.Result{Conclusion: "files: " + strings.Join(names, ", ")}, nil
+		return w.list(own)
 	}
 	out := make([]string, len(files))
 	for i, f := range files {
@@ -262,6 +263,96 @@ func (w fileReader) Run(_ context.Context, t agentkit.Task) (agentkit.Result, er
 		out[i] = f.name + ":\n" + content
 	}
 	return agentkit.Result{Conclusion: strings.Join(out, "\n\n")}, nil
+}
+
+// listingRE is a task that asks for a list of files, not for one of them.
+var listingRE = regexp.MustCompile(`(?i)^\W*(?:list|ls)\b|\b(?:files|folders?|director(?:y|ies))\b`)
+
+// list lists the sandbox's top, or the folder the task names ("list the
+// files in notes"); a folder's name ends in "/".
+func (w fileReader) list(own string) (agentkit.Result, error) {
+	root, err := os.OpenRoot(w.sandbox)
+	if err != nil {
+		return agentkit.Result{}, errors.New("no file named in the task, and the sandbox cannot be listed")
+	}
+	defer root.Close()
+	dir := "."
+	words := strings.FieldsFunc(own, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(",;:!?\"'", r) })
+	for _, word := range slices.Backward(words) { // "list the files in notes": the last folder named
+		word = strings.Trim(word, "./")
+		if word == "" || !filepath.IsLocal(word) {
+			continue
+		}
+		if fi, err := root.Stat(word); err == nil && fi.IsDir() {
+			dir = filepath.Clean(word)
+			break
+		}
+	}
+	entries, err := fs.ReadDir(root.FS(), filepath.ToSlash(dir))
+	if err != nil {
+		return agentkit.Result{}, fmt.Errorf("list %s: %w", dir, err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name()+"/")
+		} else {
+			names = append(names, e.Name())
+		}
+	}
+	where := "the sandbox folder " + w.sandbox
+	if dir != "." {
+		where = "the folder " + filepath.ToSlash(dir) + "/"
+	}
+	if len(names) == 0 { // "files: " read as a list cut short
+		return agentkit.Result{Conclusion: where + " has no files"}, nil
+	}
+	if dir != "." {
+		return agentkit.Result{Conclusion: "files in " + filepath.ToSlash(dir) + "/: " + strings.Join(names, ", ")}, nil
+	}
+	return agentkit.Result{Conclusion: "files: " + strings.Join(names, ", ")}, nil
+}
+
+// fileNamedByStem reads the one file at the sandbox's top whose name
+// without its extension is a word of the task before any colon (after one
+// comes the data: "count the words in: my notes" names no file); none when
+// no file or several are.
+func fileNamedByStem(sandbox, own string) ([]namedFile, error) {
+	head, _, _ := strings.Cut(own, ": ")
+	name, ok := fileByStem(sandbox, head)
+	if !ok {
+		return nil, nil
+	}
+	path, data, err := sandboxFile(sandbox, name)
+	if err != nil {
+		return nil, err
+	}
+	return []namedFile{{path, data}}, nil
+}
+
+// fileByStem is the one file at the sandbox's top whose name without its
+// extension is a word of text ("todo" for todo.txt); ok is false when none
+// or several are.
+func fileByStem(sandbox, text string) (string, bool) {
+	entries, err := os.ReadDir(sandbox)
+	if err != nil {
+		return "", false
+	}
+	words := map[string]bool{}
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '_' }) {
+		words[w] = true
+	}
+	var found []string
+	for _, e := range entries {
+		stem := strings.TrimSuffix(e.Name(), filepath.Ext(e.Name()))
+		if !e.IsDir() && stem != e.Name() && words[strings.ToLower(stem)] {
+			found = append(found, e.Name())
+		}
+	}
+	if len(found) != 1 {
+		return "", false
+	}
+	return found[0], true
 }
 
 // count writes n and its noun, plural unless n is 1.
