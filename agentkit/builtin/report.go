@@ -21,7 +21,8 @@ func writeReport(_ context.Context, t agentkit.Task) (agentkit.Result, error) {
 		return agentkit.Result{}, fmt.Errorf("%q does not ask for a report: the report writer only writes a Markdown table of earlier results", firstLine(own))
 	}
 	if len(t.Earlier) == 0 {
-		return agentkit.Result{}, fmt.Errorf("there are no earlier results to report on")
+		return agentkit.Result{}, fmt.Errorf("there are no earlier results to report on: the report writer puts the results of the goal's earlier tasks in a table " +
+			`(ask for them first: "read notes.txt and summarize it", "convert 5 km to miles, then write a report")`)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Report\n\nGoal: %s\n\n| Task | By | Result |\n|---|---|---|\n", oneLine(t.Goal))
