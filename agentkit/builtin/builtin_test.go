@@ -323,6 +323,12 @@ func TestWorkers(t *testing.T) {
 	if got, err := run(t, "calculator", "then subtract 3 pounds", o, lb); err != nil || got != "22.0462262185 lb - 3 lb = 19.05 lb (22.0462262185: the result of t1)" {
 		t.Errorf("calculator: 10 kg in pounds less 3 pounds = %q, %v", got, err)
 	}
+	// An earlier result that is no one answer is named, not taken for none.
+	counts := agentkit.TaskOutcome{TaskID: "t1", Status: "completed", Result: "todo.txt: 7 words, 3 lines"}
+	if _, err := run(t, "calculator", "double it", o, counts); err == nil ||
+		!strings.Contains(err.Error(), `"double it" works on an earlier result, and none is one answer (a number after "=") to take: t1 gave "todo.txt: 7 words, 3 lines"`) {
+		t.Errorf("calculator: double a count of words and lines: %v", err)
+	}
 	calc := []agentkit.TaskOutcome{{TaskID: "t1", Status: "completed", Result: "12 * 12 = 144"}}
 	if got, err := run(t, "units", "convert it from km to miles", o, calc...); err != nil || got != "144 km = 89.48 miles (144: the result of t1)" {
 		t.Errorf("units after t1 = %q, %v", got, err)

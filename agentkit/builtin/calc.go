@@ -280,6 +280,15 @@ func calculate(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
 		return agentkit.Result{}, fmt.Errorf("%q asks for a conversion: the calculator converts no units or currencies "+
 			`(it computes expressions like "19.5 * 4", "15%% of 200" or "divide 100 by 8")`, firstLine(desc))
 	}
+	if own, _, _ := strings.Cut(desc, "\n\n"); len(exprs) == 0 && backRefRE.MatchString(own) {
+		if e, ok := lastCompleted(t.Earlier); ok {
+			if _, _, _, found := earlierAnswer(t.Earlier); !found {
+				// "Count the words in todo.txt, then double it": which count?
+				return agentkit.Result{}, fmt.Errorf("%q works on an earlier result, and none is one answer (a number after \"=\") to take: %s gave %q; "+
+					"name the number (\"double 7\")", firstLine(desc), e.TaskID, oneLine(e.Result))
+			}
+		}
+	}
 	if len(exprs) == 0 {
 		return agentkit.Result{}, fmt.Errorf("no arithmetic expression found in %q "+
 			`(it computes expressions like "19.5 * 4", "15%% of 200", "divide 100 by 8" or "the average of 3, 5 and 10")`, firstLine(desc))

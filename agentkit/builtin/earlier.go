@@ -39,6 +39,16 @@ func earlierAnswer(earlier []agentkit.TaskOutcome) (n, unit, taskID string, ok b
 	return "", "", "", false
 }
 
+// lastCompleted is the last earlier task that completed.
+func lastCompleted(earlier []agentkit.TaskOutcome) (agentkit.TaskOutcome, bool) {
+	for _, e := range slices.Backward(earlier) {
+		if e.Status == "completed" {
+			return e, true
+		}
+	}
+	return agentkit.TaskOutcome{}, false
+}
+
 // convResultRE is a conversion's answer in a result, "5 km + 3 miles =
 // 9.83 km": group 1 the quantities, 2 the number, 3 its unit.
 var convResultRE = regexp.MustCompile(`(?i)((?:-?` + numPat + `\s*` + unitPat + `\s*` + addOp + `?\s*)+)=\s*(-?` + numPat + `)[ \t]*(°?[a-zA-Z/]+)`)
