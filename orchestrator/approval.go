@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
@@ -87,6 +88,13 @@ func (s *Service) handleApprove(ctx context.Context, r micro.Request, req *proto
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	// A missing "approve" would read as false, a rejection nobody meant.
+	var given struct {
+		Approve *bool `json:"approve"`
+	}
+	if json.Unmarshal(r.Data(), &given) == nil && given.Approve == nil {
+		return nil, protocol.Errorf(protocol.ErrInvalid, `approve is required: true to approve the goal, false to reject it`)
+	}
 	caller, err := bus.Caller(s.subj.Goal(bus.GoalApprove), r.Subject())
 	if err != nil {
 		return nil, err
@@ -102,8 +110,9 @@ func (s *Service) handleApprove(ctx context.Context, r micro.Request, req *proto
 	switch {
 	case st.Status != protocol.GoalAwaitingApproval:
 		return nil, protocol.Errorf(protocol.ErrConflict, "goal %s is %s, not awaiting approval", st.GoalID, st.Status)
-	case caller != "" && caller != st.ApproveBy:
-		return nil, protocol.Errorf(protocol.ErrForbidden, "goal %s waits for the approval of %s, not %s", st.GoalID, st.ApproveBy, caller)
+	case by != "" && by != st.ApproveBy:
+		// An admin answers for the person the goal names, never another.
+		return nil, protocol.Errorf(protocol.ErrForbidden, "goal %s waits for the approval of %s, not %s", st.GoalID, st.ApproveBy, by)
 	case by == "":
 		by = st.ApproveBy
 	}

@@ -74,6 +74,17 @@ func TestGoalNeedsAPersonsApproval(t *testing.T) {
 	if _, err := answer("mallory", protocol.ApproveRequest{GoalID: approved, Approve: true}); !errors.Is(err, protocol.ErrForbidden) {
 		t.Errorf("approval by someone else: %v, want forbidden", err)
 	}
+	// An answer that says neither yes nor no is no rejection.
+	if err := bus.Request(t.Context(), nc, subj.Goal(bus.GoalApprove)+".alice", []byte(`{"goal_id":"`+approved+`"}`), nil); !errors.Is(err, protocol.ErrInvalid) {
+		t.Errorf("an answer without approve: %v, want invalid", err)
+	}
+	// An admin answers for the person the goal waits on, not for another.
+	if err := bus.Request(t.Context(), nc, subj.Goal(bus.GoalApprove), protocol.ApproveRequest{GoalID: approved, Approve: true, By: "nobody"}, nil); !errors.Is(err, protocol.ErrForbidden) {
+		t.Errorf("an admin's approval by nobody: %v, want forbidden", err)
+	}
+	if g := get(approved); g.Status != protocol.GoalAwaitingApproval {
+		t.Fatalf("after refused answers the goal is %s", g.Status)
+	}
 	var done protocol.GoalStatus
 	waitFor(t, "alice's approval to be taken", func() bool {
 		done, err = answer("alice", protocol.ApproveRequest{GoalID: approved, Approve: true, Note: "looks right"})
