@@ -41,13 +41,14 @@ func (c Codec) DecodeOptional(data []byte, v any) error {
 }
 
 // DecodeLogged decodes what the runtime itself encoded and logged (a chat
-// log entry, its inbox copy): within the size limit, a JSON object, but
-// without Check's scan for duplicate keys and depth, which the referee
-// already ran when the message came in and which cost as much again as the
-// decoding on every member's copy.
+// log entry, its inbox copy): a JSON object within twice the size limit (a
+// message the referee took has its stamp added, and the chat stream keeps
+// entries up to that size), but without Check's scan for duplicate keys and
+// depth, which the referee already ran when the message came in and which
+// cost as much again as the decoding on every member's copy.
 func (c Codec) DecodeLogged(data []byte, v any) error {
-	if len(data) > c.limit() {
-		return protocol.Errorf(protocol.ErrTooLarge, "body of %d bytes is over the limit of %d", len(data), c.limit())
+	if len(data) > 2*c.limit() {
+		return protocol.Errorf(protocol.ErrTooLarge, "logged body of %d bytes is over the limit of %d", len(data), 2*c.limit())
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return protocol.Errorf(protocol.ErrInvalid, "%v", err)

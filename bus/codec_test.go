@@ -182,10 +182,15 @@ func TestCodecDecodeLogged(t *testing.T) {
 	if err := c.DecodeLogged([]byte(`{"type":"discussion","seq":3,"comm_id":"c1"}`), &m); err != nil || m.Seq != 3 || m.CommID != "c1" {
 		t.Fatalf("valid: %+v, %v", m, err)
 	}
+	// A message within the limit, stamped by the referee, is over it: the
+	// stamp has room (twice the limit, as the chat stream keeps).
+	if err := c.DecodeLogged([]byte(`{"content":"`+strings.Repeat("x", 150)+`"}`), &m); err != nil {
+		t.Errorf("a stamped message over the limit: %v", err)
+	}
 	for in, want := range map[string]*protocol.Error{
 		`{"type":"discussion"`:                           protocol.ErrInvalid,
 		`{"seq":"three"}`:                                protocol.ErrInvalid,
-		`{"content":"` + strings.Repeat("x", 100) + `"}`: protocol.ErrTooLarge,
+		`{"content":"` + strings.Repeat("x", 200) + `"}`: protocol.ErrTooLarge,
 	} {
 		if err := c.DecodeLogged([]byte(in), &m); !errors.Is(err, want) {
 			t.Errorf("DecodeLogged(%.30q) = %v, want %v", in, err, want)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -366,5 +367,57 @@ func TestHistoryPagesALongChat(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestHistoryPageFitsThePayload: a chat of messages each just under the
+// size limit (over it once stamped) is read in pages that fit the
+// connection's max payload. A page of them all (1.3 MB) was never sent, and
+// the member asking for it waited for nothing.
+func TestHistoryPageFitsThePayload(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{MaxTurns: 21})
+	big := strings.Repeat("x", 65_380) // with the JSON around it, just under 64 KiB
+	talk := func(other string) func(protocol.Chat) *protocol.AgentMessage {
+		return func(c protocol.Chat) *protocol.AgentMessage {
+			if c.FinalTurn {
+				return &protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "done"}
+			}
+			return &protocol.AgentMessage{Type: protocol.MsgDiscussion, Content: big, NextSpeaker: []string{other}}
+		}
+	}
+	ping := newWireAgent(t, w.b, card("ping", "talks"))
+	ping.team = []string{"pong"}
+	ping.speak = talk("pong")
+	pong := newWireAgent(t, w.b, card("pong", "talks back"))
+	pong.speak = talk("ping")
+	ping.start(t.Context())
+	pong.start(t.Context())
+	res := w.submitWait(t, protocol.GoalRequest{Goal: "talk at length", Launcher: "ping", MaxTurns: 21}) // odd: pong reaches it, ping concludes
+	if res.Status != protocol.GoalConcluded {
+		t.Fatalf("result = %+v", res)
+	}
+	subject, _ := w.b.Subjects().History("pong", res.CommID)
+	var seqs []uint64
+	for after, pages := uint64(0), 0; ; pages++ {
+		var h protocol.HistoryReply
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		err := bus.Request(ctx, w.nc, subject, protocol.HistoryRequest{AfterSeq: after}, &h)
+		cancel()
+		if err != nil {
+			t.Fatalf("history after %d: %v", after, err)
+		}
+		if pages == 0 && (len(h.Messages) < 2 || uint64(len(h.Messages)) >= h.LastSeq) {
+			t.Fatalf("first page holds %d of %d messages; want a page that fits the payload", len(h.Messages), h.LastSeq)
+		}
+		for _, m := range h.Messages {
+			seqs = append(seqs, m.Seq)
+		}
+		if len(h.Messages) == 0 || h.Messages[len(h.Messages)-1].Seq >= h.LastSeq {
+			break
+		}
+		after = h.Messages[len(h.Messages)-1].Seq
+	}
+	if len(seqs) < 20 || seqs[len(seqs)-1] != uint64(len(seqs)) {
+		t.Fatalf("paged seqs %v, want 1..n with n >= 20", seqs)
 	}
 }

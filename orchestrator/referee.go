@@ -696,11 +696,31 @@ func (s *Service) history(ctx context.Context, subject string, data []byte, repl
 		fail(err)
 		return
 	}
-	out := protocol.HistoryReply{Messages: msgs, LastSeq: tail.Seq}
+	out := protocol.HistoryReply{Messages: fitPage(msgs, int(s.nc.MaxPayload())-historySlack), LastSeq: tail.Seq}
 	if out.Messages == nil {
 		out.Messages = []protocol.AgentMessage{}
 	}
 	_ = bus.RespondLater(s.nc, replyTo, out)
+}
+
+// historySlack is room in a history reply for what is not a message: the
+// JSON around them, last_seq and the reply's headers.
+const historySlack = 4 << 10
+
+// fitPage keeps the first messages of a history page whose encoding fits
+// in budget bytes, and at least one: a page over the connection's max
+// payload was never sent, and the member asking waited for nothing. The
+// member reads on from the last message it got (last_seq says there is
+// more).
+func fitPage(msgs []protocol.AgentMessage, budget int) []protocol.AgentMessage {
+	size := 0
+	for i := range msgs {
+		size += len(bus.Encode(msgs[i])) + 1
+		if size > budget && i > 0 {
+			return msgs[:i]
+		}
+	}
+	return msgs
 }
 
 // handleOpenChats lists the open chats an agent is a member of, from the
