@@ -3,6 +3,7 @@ package agentkit_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,6 +57,11 @@ func TestRefusedMovesEndInFallback(t *testing.T) {
 	log := f.waitLog(comm, "the conclusion", hasType(protocol.MsgConclusion))
 	if len(log) != 2 || log[1].Sender != "lead" || !strings.HasPrefix(log[1].Content, "Concluded with what is known (the policy gave no valid move: invalid: discussion needs exactly one next_speaker") {
 		t.Fatalf("log %+v", log)
+	}
+	// Nothing was done: the goal is listed as not started, so its outcome
+	// is failed, not succeeded.
+	if !slices.Equal(log[1].NotStarted, []string{"anything"}) {
+		t.Errorf("fallback conclusion's not_started = %q, want the goal", log[1].NotStarted)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/telemetry"
@@ -143,10 +144,27 @@ func (l *chatLoop) fallback(cause error) protocol.AgentMessage {
 			return m
 		}
 	}
-	return protocol.AgentMessage{
+	m := protocol.AgentMessage{
 		Type:    protocol.MsgConclusion,
 		Content: fmt.Sprintf("Concluded with what is known (%s).\n%s", reason, TaskReport(c.Tasks)),
 	}
+	if len(c.Tasks) == 0 {
+		// Nothing was done: the goal itself was not started, and the
+		// outcome must not read as succeeded.
+		m.NotStarted = []string{shorten(c.Goal, 200)}
+	}
+	return m
+}
+
+// shorten cuts s to at most n bytes, at a rune boundary, marking the cut.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // TaskReport is one line per task, in assignment order: "<abstract>:
