@@ -195,18 +195,20 @@ func TestSubmitForms(t *testing.T) {
 		t.Fatalf("JSON string goal = %q, %v", st.Goal, err)
 	}
 	for body, want := range map[string]*protocol.Error{
-		"":                              protocol.ErrInvalid,
-		`{"goal":""}`:                   protocol.ErrInvalid,
-		`{"goal":"x","goal":"y"}`:       protocol.ErrInvalid,
-		`{"goal":"x","team":["A"]}`:     protocol.ErrInvalid,
-		`{"goal":"x","timeout":"soon"}`: protocol.ErrInvalid,
-		`{"goal":"x"`:                   protocol.ErrInvalid,
-		"\xff":                          protocol.ErrInvalid,
-		`["a goal","another"]`:          protocol.ErrInvalid,
-		`""`:                            protocol.ErrInvalid,
-		" 42 ":                          protocol.ErrInvalid,
-		"-1.5e3":                        protocol.ErrInvalid,
-		"true":                          protocol.ErrInvalid,
+		"":                                   protocol.ErrInvalid,
+		`{"goal":""}`:                        protocol.ErrInvalid,
+		`{"goal":"x","goal":"y"}`:            protocol.ErrInvalid,
+		`{"goal":"x","team":["A"]}`:          protocol.ErrInvalid,
+		`{"goal":"x","timeout":"soon"}`:      protocol.ErrInvalid,
+		`{"goal":"x"`:                        protocol.ErrInvalid,
+		"\xff":                               protocol.ErrInvalid,
+		`["a goal","another"]`:               protocol.ErrInvalid,
+		`""`:                                 protocol.ErrInvalid,
+		" 42 ":                               protocol.ErrInvalid,
+		"-1.5e3":                             protocol.ErrInvalid,
+		"true":                               protocol.ErrInvalid,
+		strings.Repeat("Add 1 and 2. ", 700): protocol.ErrTooLarge, // 9 KB: over an eighth of 64 KiB
+		`{"goal":"` + strings.Repeat("Add 1 and 2. ", 700) + `"}`: protocol.ErrTooLarge,
 	} {
 		if err := requestJSON(t, w, "goal.submit", []byte(body), nil); !errors.Is(err, want) {
 			t.Errorf("submit %q: %v", body, err)

@@ -49,8 +49,25 @@ func (s *Service) goalID(req protocol.GoalRequest) string {
 	return s.ownedID("g", "")
 }
 
-// parseGoalRequest accepts a GoalRequest object or a plain-text goal.
+// parseGoalRequest accepts a GoalRequest object or a plain-text goal, no
+// longer than maxGoalBytes.
 func (s *Service) parseGoalRequest(data []byte) (protocol.GoalRequest, error) {
+	req, err := s.decodeGoalRequest(data)
+	if err == nil && len(req.Goal) > s.maxGoalBytes() {
+		return req, protocol.Errorf(protocol.ErrTooLarge, "goal of %d bytes is over the limit of %d bytes for a goal "+
+			"(an eighth of max_message_bytes: the chat's messages restate it); put long data in a file the agents read", len(req.Goal), s.maxGoalBytes())
+	}
+	return req, err
+}
+
+// maxGoalBytes bounds a goal's text: the start message carries it twice
+// beside the team's cards, and a launcher's plan restates it in its
+// clauses, its tasks and their descriptions. A longer goal made moves that
+// were over the message limit, and the goal ended having done nothing.
+func (s *Service) maxGoalBytes() int { return s.b.Config().MaxMessageBytes / 8 }
+
+// decodeGoalRequest reads a GoalRequest object or a plain-text goal.
+func (s *Service) decodeGoalRequest(data []byte) (protocol.GoalRequest, error) {
 	var req protocol.GoalRequest
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
