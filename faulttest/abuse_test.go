@@ -290,3 +290,37 @@ func TestFaultSlowConsumer(t *testing.T) {
 		t.Errorf("goroutines grew from %d to %d", g0, g1)
 	}
 }
+
+// TestFaultFullChatStillEnds: a member fills its chat to
+// limits.max_chat_messages with progress reports; more progress gets 429
+// quota_exceeded, but its task's result and the launcher's conclusion are
+// still taken, and the goal concludes (it failed with launcher_timeout, the
+// launcher blamed for a quota another member used up).
+func TestFaultFullChatStillEnds(t *testing.T) {
+	const quota = 30
+	s := newStack(t, stackOpts{orch: orchestrator.Config{AgentRate: 1e6, AgentBurst: 1e6, MaxChatMessages: quota}})
+	lead := newWire(t, s, "lead", "chatty")
+	chatty := newWire(t, s, "chatty")
+	goal, comm := lead.startChat(t, s, "fill the chat")
+	if _, err := lead.send(comm, protocol.AgentMessage{ID: "a1", Type: protocol.MsgAsyncAssign,
+		Tasks: []protocol.Task{{TaskID: "t1", Assignee: "chatty", TaskDesc: "report often"}}}); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for i := 0; err == nil && i < 2*quota; i++ {
+		_, err = chatty.send(comm, protocol.AgentMessage{ID: fmt.Sprintf("p%d", i), Type: protocol.MsgTaskProgress, TaskID: "t1", Content: "still going"})
+	}
+	if !errors.Is(err, protocol.ErrQuotaExceeded) {
+		t.Fatalf("progress past the quota: %v, want quota_exceeded", err)
+	}
+	if _, err := chatty.send(comm, protocol.AgentMessage{ID: "r1", Type: protocol.MsgTaskResult, TaskID: "t1", TaskStatus: protocol.TaskCompleted, TaskConclusion: "done"}); err != nil {
+		t.Fatalf("the task's result in a full chat: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the lead's conclusion in a full chat", func() bool {
+		_, err := lead.send(comm, protocol.AgentMessage{ID: "end", Type: protocol.MsgConclusion, Content: "enough"})
+		return err == nil
+	})
+	if st := waitEnded(t, s.nc, s.subj, 30*time.Second, goal)[goal]; st.Status != protocol.GoalConcluded {
+		t.Errorf("goal %s: %+v", st.Status, st.Result)
+	}
+}

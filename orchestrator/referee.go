@@ -129,7 +129,10 @@ func (s *Service) submitMessage(ctx context.Context, comm string, m protocol.Age
 	if !rec.Chat.Ended() && !rec.Chat.IsMember(m.Sender) {
 		return protocol.SendReply{}, protocol.Errorf(protocol.ErrNotMember, "%s is not a member of chat %s", m.Sender, comm)
 	}
-	if int(rec.Chat.LastSeq) >= s.cfg.MaxChatMessages {
+	// A full chat can still end: task results (one per task assigned, which
+	// the quota bounded) and the conclusion (one) pass it, so a member that
+	// filled the chat cannot keep the launcher from concluding.
+	if int(rec.Chat.LastSeq) >= s.cfg.MaxChatMessages && m.Type != protocol.MsgConclusion && m.Type != protocol.MsgTaskResult {
 		return protocol.SendReply{}, protocol.Errorf(protocol.ErrQuotaExceeded, "chat %s reached its limit of %d messages", comm, s.cfg.MaxChatMessages)
 	}
 	return s.appendMsg(ctx, comm, rec, m, reply)
