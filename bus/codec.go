@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -70,7 +71,7 @@ func (c Codec) decode(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return protocol.Errorf(protocol.ErrInvalid, "field %q: got %s, want %s", te.Field, jsonKind(te.Value), te.Type)
+			return protocol.Errorf(protocol.ErrInvalid, "field %q: got %s, want %s", te.Field, jsonKind(te.Value), wantKind(te.Type))
 		}
 		return protocol.Errorf(protocol.ErrInvalid, "%v", err)
 	}
@@ -95,11 +96,47 @@ func jsonKind(value string) string {
 		return "an array"
 	case v[0] == 't' || v[0] == 'f':
 		return "a boolean"
+	case strings.HasPrefix(v, "number"): // the decoder's "number 1e99 overflows int"
+		if strings.Contains(v, "overflow") {
+			return "a number out of range"
+		}
+		return "a number"
 	case v[0] == 'n':
 		return "null"
 	default:
 		return "a number"
 	}
+}
+
+// wantKind names the JSON a Go type is decoded from, in the sender's terms
+// (not "uint64" or "*protocol.Duration").
+func wantKind(t reflect.Type) string {
+	if t == nil {
+		return "another kind of value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeFor[protocol.Duration]() {
+		return `a duration string such as "90s" or "2m"`
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number of 0 or more"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "another kind of value"
 }
 
 // Check validates a body without decoding it into a type: size, UTF-8, an
@@ -137,6 +174,10 @@ func scan(data []byte) error {
 		}
 		if strings.Contains(err.Error(), "after top-level value") {
 			return protocol.Errorf(protocol.ErrInvalid, "trailing data after the JSON object")
+		}
+		if strings.Contains(err.Error(), "in string") && bytes.ContainsFunc(data, func(r rune) bool { return r < 0x20 }) {
+			// The decoder calls a raw tab in a string a bad escape code.
+			return protocol.Errorf(protocol.ErrInvalid, `malformed JSON: a string holds a raw control character (a tab or a line break): write it escaped, as \t or \n`)
 		}
 		return protocol.Errorf(protocol.ErrInvalid, "malformed JSON: %v", err)
 	}

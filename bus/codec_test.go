@@ -48,12 +48,22 @@ func TestCodecRejectsWhatProtocolForbids(t *testing.T) {
 	}
 	// The error says what was wrong in words a sender can act on.
 	for in, want := range map[string]string{
-		`{"limit":"ten"}`: `field "limit": got a string, want int`,
-		`{"name":5}`:      `field "name": got a number, want string`,
-		`{"name":[1]}`:    `field "name": got an array, want string`,
-		`{"name":"a"`:     `truncated JSON`,
+		`{"limit":"ten"}`:                `field "limit": got a string, want a whole number`,
+		`{"name":5}`:                     `field "name": got a number, want a string`,
+		`{"name":[1]}`:                   `field "name": got an array, want a string`,
+		`{"name":"a"`:                    `truncated JSON`,
+		`{"limit":99999999999999999999}`: `field "limit": got a number out of range, want a whole number`,
+		`{"seq":-1}`:                     `field "seq": got a number, want a whole number of 0 or more`,
+		`{"every":30}`:                   `field "every": got a number, want a duration string such as "90s" or "2m"`,
+		`{"tags":"x"}`:                   `field "tags": got a string, want an array`,
+		"{\"name\":\"a\tb\"}":            `a string holds a raw control character (a tab or a line break): write it escaped, as \t or \n`,
 	} {
-		var v body
+		var v struct {
+			body
+			Seq   uint64             `json:"seq"`
+			Every *protocol.Duration `json:"every"`
+			Tags  []string           `json:"tags"`
+		}
 		if err := c.Decode([]byte(in), &v); err == nil || !strings.HasSuffix(err.Error(), want) {
 			t.Errorf("Decode(%s) = %v, want %q", in, err, want)
 		}
