@@ -171,6 +171,12 @@ func TestNestedGoalsDepthAndCancelTree(t *testing.T) {
 	if last := log[len(log)-1]; last.Event != protocol.EventEnd || last.Status != protocol.GoalCancelled {
 		t.Fatalf("last message = %+v", last)
 	}
+	// Someone outside the team learns nothing of the ended parent: 403,
+	// not "has already ended (cancelled)".
+	err = requestJSON(t, w, "goal.submit.outsider", protocol.GoalRequest{Goal: "sub", Parent: &protocol.ParentRef{GoalID: rootID}}, nil)
+	if !errors.Is(err, protocol.ErrForbidden) {
+		t.Fatalf("an outsider's sub-goal of an ended goal: %v, want forbidden", err)
+	}
 }
 
 func TestSubmitForms(t *testing.T) {

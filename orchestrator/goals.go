@@ -257,11 +257,13 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 		if err != nil {
 			return st, err
 		}
-		if protocol.GoalEnded(parent.Status) {
-			return st, protocol.Errorf(protocol.ErrConflict, "parent goal %s has already ended (%s)", p.GoalID, parent.Status)
-		}
+		// Membership first: a caller outside the team learns nothing of the
+		// parent's state.
 		if c := req.Submitter; c != "" && c != parent.Launcher && !slices.Contains(parent.Team, c) {
 			return st, protocol.Errorf(protocol.ErrForbidden, "%s is not a member of the team of goal %s", c, parent.GoalID)
+		}
+		if protocol.GoalEnded(parent.Status) {
+			return st, protocol.Errorf(protocol.ErrConflict, "parent goal %s has already ended (%s)", p.GoalID, parent.Status)
 		}
 		if parent.MaxDepth < 1 {
 			return st, protocol.Errorf(protocol.ErrDepthExceeded, "goal %s is at depth %d and may not nest further (max_depth reached)", parent.GoalID, parent.Depth)
@@ -705,7 +707,7 @@ func (s *Service) ownGoal(ctx context.Context, r micro.Request, endpoint, goalID
 		return st, err
 	}
 	if caller != "" && st.Submitter != caller {
-		return protocol.GoalStatus{}, protocol.Errorf(protocol.ErrNotFound, "goal %s not found", goalID)
+		return protocol.GoalStatus{}, protocol.Errorf(protocol.ErrNotFound, "no goal %s", goalID) // word for word as for an unknown id
 	}
 	st.ReplyTo = ""
 	return st, nil
