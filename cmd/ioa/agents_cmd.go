@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -22,7 +23,7 @@ func newAgentsCmd() *cobra.Command {
 		Use:   "agents",
 		Short: "List, show and search the agents in the registry",
 		Example: `  ioa agents ls --online
-  ioa agents get multiplier
+  ioa agents get calculator
   ioa agents search "convert kilometres to miles" --limit 5`,
 		Args: cobra.NoArgs,
 	}
@@ -46,18 +47,9 @@ func newAgentsLsCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			var all protocol.ListReply
-			for {
-				var page protocol.ListReply
-				req := protocol.ListRequest{Offset: len(all.Agents), Limit: listPage, OnlineOnly: online}
-				if err := c.request(cmd.Context(), c.subj.Registry(bus.RegistryList), req, &page); err != nil {
-					return fmt.Errorf("registry list: %w", err)
-				}
-				all.Agents = append(all.Agents, page.Agents...)
-				all.Total = page.Total
-				if len(page.Agents) == 0 || len(all.Agents) >= page.Total {
-					break
-				}
+			all, err := listAgents(cmd.Context(), c, online)
+			if err != nil {
+				return err
 			}
 			if all.Agents == nil {
 				all.Agents = []protocol.AgentInfo{}
@@ -87,14 +79,31 @@ func newAgentsLsCmd() *cobra.Command {
 	return cmd
 }
 
+// listAgents reads the whole registry, a page at a time.
+func listAgents(ctx context.Context, c *clientConn, online bool) (protocol.ListReply, error) {
+	var all protocol.ListReply
+	for {
+		var page protocol.ListReply
+		req := protocol.ListRequest{Offset: len(all.Agents), Limit: listPage, OnlineOnly: online}
+		if err := c.request(ctx, c.subj.Registry(bus.RegistryList), req, &page); err != nil {
+			return all, fmt.Errorf("registry list: %w", err)
+		}
+		all.Agents = append(all.Agents, page.Agents...)
+		all.Total = page.Total
+		if len(page.Agents) == 0 || len(all.Agents) >= page.Total {
+			return all, nil
+		}
+	}
+}
+
 func newAgentsGetCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:     "get NAME",
 		Aliases: []string{"show"},
 		Short:   "Show an agent's card and whether it is online",
-		Example: `  ioa agents get multiplier
-  ioa agents get multiplier --json`,
+		Example: `  ioa agents get calculator
+  ioa agents get calculator --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := protocol.CheckName("agent name", args[0]); err != nil {

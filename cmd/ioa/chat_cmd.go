@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/configs"
 )
 
@@ -39,6 +41,7 @@ they are logged and says when NAME holds the turn ("your turn") or has a task
   #N ...           answer item N of the list instead of the first
   /list            list what waits on NAME
 
+A NAME that is not a registered person is refused, naming those that are.
 The waits are state in the chats' logs, bounded by the speaker and task
 timeouts: leaving and joining again (or answering in the web console
 instead) loses nothing. It needs credentials that may use NAME's outbox:
@@ -97,6 +100,9 @@ func chatJoin(cmd *cobra.Command, name string) error {
 	}
 	defer c.Close()
 	ctx := cmd.Context()
+	if err := checkPerson(ctx, c, name); err != nil {
+		return err
+	}
 	j := &chatJoiner{c: c, name: name, out: cmd.OutOrStdout(), chats: map[string]*personChat{}, told: map[string]bool{},
 		inbox: make(chan *nats.Msg, 1024), failed: map[string]bool{}}
 	subj, err := c.subj.AgentInboxes(name)
@@ -157,6 +163,43 @@ func chatJoin(cmd *cobra.Command, name string) error {
 			j.announce()
 		}
 	}
+}
+
+// checkPerson refuses a name that is no registered person: nothing would
+// ever wait on it, and the session would look as if it worked.
+func checkPerson(ctx context.Context, c *clientConn, name string) error {
+	var info protocol.AgentInfo
+	err := c.request(ctx, c.subj.Registry(bus.RegistryGet), protocol.NameRequest{Name: name}, &info)
+	var why string
+	switch {
+	case err == nil && info.Type == protocol.TypeHuman:
+		return nil
+	case err == nil:
+		why = fmt.Sprintf("%s is an agent of type %s", name, firstNonEmpty(info.Type, "unknown"))
+	case errors.Is(err, protocol.ErrNotFound):
+		why = fmt.Sprintf("no agent %s is registered", name)
+	default:
+		return fmt.Errorf("registry get %s: %w", name, err)
+	}
+	return fmt.Errorf("%s is not a registered person (an agent of type human): %s%s", name, why, personsHint(ctx, c))
+}
+
+// personsHint names the registered persons, to pick one from.
+func personsHint(ctx context.Context, c *clientConn) string {
+	all, err := listAgents(ctx, c, false)
+	if err != nil {
+		return ""
+	}
+	var people []string
+	for _, a := range all.Agents {
+		if a.Type == protocol.TypeHuman {
+			people = append(people, a.Name)
+		}
+	}
+	if len(people) == 0 {
+		return "; no person is registered (one is an agent with type: human in the config of ioa serve)"
+	}
+	return "; the registered persons: " + strings.Join(people, ", ")
 }
 
 // catchUp reads a chat's history after what it has folded.
@@ -274,6 +317,22 @@ func (j *chatJoiner) describe(n int, w waitItem) {
 		n, j.name, t.TaskID, c.GoalID, oneLine(t.TaskDesc))
 }
 
+// chatCommands are the words a line may start with; chatCommandsHelp says
+// how to use them.
+var chatCommands = []string{"/list", "/to", "/conclude", "/fail"}
+
+const chatCommandsHelp = "/list, /to NAME text, /conclude text, /fail why, #N to answer item N (plain text answers the first)"
+
+// unknownCommand is the first word of a line that starts with / and is no
+// command, so a typo is not taken for an answer or for nothing.
+func unknownCommand(line string) (string, bool) {
+	if !strings.HasPrefix(line, "/") {
+		return "", false
+	}
+	word, _, _ := strings.Cut(line, " ")
+	return word, !slices.Contains(chatCommands, word)
+}
+
 // answer sends one typed line as the person's move or task result.
 func (j *chatJoiner) answer(ctx context.Context, line string) {
 	line = strings.TrimSpace(line)
@@ -299,6 +358,10 @@ func (j *chatJoiner) answer(ctx context.Context, line string) {
 			return
 		}
 		pick, line = n-1, strings.TrimSpace(rest)
+	}
+	if cmd, ok := unknownCommand(line); ok {
+		fmt.Fprintf(j.out, "! unknown command %s; the commands: %s\n", cmd, chatCommandsHelp)
+		return
 	}
 	if len(items) == 0 {
 		fmt.Fprintln(j.out, "! nothing waits on "+j.name+" now")

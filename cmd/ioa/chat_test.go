@@ -153,3 +153,27 @@ func TestChatJoinConcludes(t *testing.T) {
 			last.Type, last.Sender, last.Content, last.SeenSeq, last.Seq)
 	}
 }
+
+// chat join takes only a registered person: a name nobody registered and a
+// tool are refused, naming the persons there are; in the session, a line
+// with an unknown /command says so and lists the commands.
+func TestChatJoinTakesOnlyAPerson(t *testing.T) {
+	s, _ := aliceGoal(t)
+	for name, why := range map[string]string{"bob": "no agent bob is registered", "multiplier": "multiplier is an agent of type tool"} {
+		out, _, err := runCLI(t, newChatCmd(), "chat", "join", name, "--nats-url", s.URL)
+		want := name + " is not a registered person (an agent of type human): " + why + "; the registered persons: alice"
+		if err == nil || err.Error() != want || out != "" {
+			t.Errorf("join as %s: %v, want %q\n%s", name, err, want, out)
+		}
+	}
+	w := newCLIWorld(t, testAgents()...)
+	if _, _, err := runCLI(t, newChatCmd(), "chat", "join", "alice", "--nats-url", w.url); err == nil || !strings.Contains(err.Error(), "no agent alice is registered; no person is registered") {
+		t.Errorf("join where no person is registered: %v", err)
+	}
+
+	j := startJoin(t, s.URL, "alice")
+	j.waitFor(t, ">> #1 your turn, alice")
+	j.say(t, "/foo bar")
+	j.waitFor(t, "! unknown command /foo; the commands: /list, /to NAME text, /conclude text, /fail why")
+	j.leave(t)
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/configs"
 	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/orchestrator"
 )
@@ -364,9 +365,20 @@ func TestGoalFileErrors(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct{ name, body, says string }{
 		{"syntax", "{\n  \"goal\": \"x\",,\n}", "invalid JSON at line 2, column 15"},
-		{"type", `{"goal": "x", "team": "multiplier"}`, `"team" must be an array, not string`},
+		{"type", `{"goal": "x", "team": "multiplier"}`, `"team" must be an array of strings, not a string`},
 		{"no goal", `{"team": ["multiplier"]}`, `"goal" is required`},
 		{"bad name", `{"goal": "x", "team": ["Not A Name"]}`, "Not A Name"},
+		{"timeout number", `{"goal": "Compute 4+4", "timeout": 30}`, `goal file %s: "timeout" must be a duration string such as "90s" or "2m", not a number`},
+		{"timeout text", `{"goal": "Compute 4+4", "timeout": "soon"}`, `"timeout" must be a duration string such as "90s" or "2m", not "soon"`},
+		{"whole number", `{"goal": "x", "max_turns": 2.5}`, `"max_turns" must be a whole number, not 2.5`},
+		{"nested", `{"goal": "x", "parent": {"goal_id": 7}}`, `"parent.goal_id" must be a string, not a number`},
+		{"a string", `"Compute 1+1"`, `goal file %s: it holds a JSON string, not an object: write {"goal":"Compute 1+1"}`},
+		{"an array", `["Compute 1+1"]`, `it holds an array, not an object such as {"goal": `},
+		{"null", `null`, `it holds null, not an object`},
+		{"not json", `not json`, `goal file %s: invalid JSON at line 1, column 2; a goal file holds an object such as {"goal": `},
+		{"unfinished", `{"goal": `, `the JSON ends unfinished at line 1, column 9`},
+		{"unknown field", `{"goal": "x", "timout": "2m"}`, `unknown field "timout" (a goal request's fields: approve_by, goal, idempotency_key, launcher, max_depth, max_turns, parent, team, timeout, wait)`},
+		{"two values", `{"goal": "x"} {"goal": "y"}`, `invalid JSON at line 1, column 15`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -376,13 +388,34 @@ func TestGoalFileErrors(t *testing.T) {
 			}
 			// No server is needed: the file is checked before connecting.
 			_, _, err := runCLI(t, newGoalCmd(), "goal", "--file", f, "--nats-url", "nats://127.0.0.1:1")
+			says := strings.ReplaceAll(tc.says, "%s", f)
 			var ec exitCode
-			if err == nil || errors.As(err, &ec) || !strings.Contains(err.Error(), tc.says) || strings.Contains(err.Error(), "\n") {
-				t.Fatalf("err = %v, want one line saying %q", err, tc.says)
+			if err == nil || errors.As(err, &ec) || !strings.Contains(err.Error(), says) || strings.Contains(err.Error(), "\n") ||
+				strings.Contains(err.Error(), "protocol.") || strings.Contains(err.Error(), "invalid character") {
+				t.Fatalf("err = %v, want one line saying %q", err, says)
 			}
 		})
 	}
-	_, _, err := runCLI(t, newGoalCmd(), "goal", "--nats-url", "nats://127.0.0.1:1")
+	// A goal in the file and one as the argument: which one was meant?
+	f := filepath.Join(dir, "f1.json")
+	if err := os.WriteFile(f, []byte(`{"goal": "Compute 5+5"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runCLI(t, newGoalCmd(), "goal", "Compute 6+6", "--file", f, "--nats-url", "nats://127.0.0.1:1")
+	if err == nil || !strings.Contains(err.Error(), "goal file "+f+` has a "goal" and so does the command line: give the goal once`) {
+		t.Fatalf("a goal twice: %v", err)
+	}
+	// A file of options and the goal as the argument is fine: it gets as
+	// far as connecting.
+	f = filepath.Join(dir, "options.json")
+	if err := os.WriteFile(f, []byte(`{"timeout": "2m"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runCLI(t, newGoalCmd(), "goal", "Compute 6+6", "--file", f, "--nats-url", "nats://127.0.0.1:1")
+	if err == nil || !strings.Contains(err.Error(), "cannot reach NATS") {
+		t.Fatalf("options in the file, the goal as the argument: %v", err)
+	}
+	_, _, err = runCLI(t, newGoalCmd(), "goal", "--nats-url", "nats://127.0.0.1:1")
 	if err == nil || !strings.Contains(err.Error(), "say what the goal is") {
 		t.Fatalf("no goal: err = %v", err)
 	}
@@ -504,6 +537,45 @@ func TestHelpHasExamples(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Help examples use ids shaped like the runtime's and agents that the demo
+// config (what ioa serve runs by default) has, so they can be run as shown.
+func TestHelpExamplesLookReal(t *testing.T) {
+	cfg, err := configs.LoadOver(nil, configs.DemoYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents := map[string]bool{"coordinator": true}
+	for _, a := range cfg.Agents {
+		agents[a.Name] = true
+	}
+	oldID := regexp.MustCompile(`\b[gc]_[A-Za-z0-9]+\b`)
+	idArg := regexp.MustCompile(`ioa (?:watch|goals (?:get|cancel|approve)) ([a-z][A-Za-z0-9_]+)`)
+	nameArg := regexp.MustCompile(`(?:agents get|chat join|--launcher|--approve-by|--team) ([a-z][a-z0-9,-]+)`)
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		text := c.Long + "\n" + c.Example
+		if m := oldID.FindString(text); m != "" {
+			t.Errorf("%s: %q is not shaped like an id the runtime makes", c.CommandPath(), m)
+		}
+		for _, m := range idArg.FindAllStringSubmatch(text, -1) {
+			if m[1] != "gt9p58vfnxyks" && m[1] != "c6tfqgo982m6y" {
+				t.Errorf("%s: example id %q", c.CommandPath(), m[1])
+			}
+		}
+		for _, m := range nameArg.FindAllStringSubmatch(text, -1) {
+			for _, n := range strings.Split(m[1], ",") {
+				if !agents[n] {
+					t.Errorf("%s: %q names %q, which the demo config does not have", c.CommandPath(), m[0], n)
+				}
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
 }
 
 // delegating always wants a sub-team for its tasks, so goals nest as deep

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -54,8 +52,8 @@ The exit status says how the goal ended: 0 concluded with every part done
 or connection errors. Interrupting (Ctrl-C) stops
 following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 		Example: `  ioa goal "Convert 5 km to miles"
-  ioa goal "Multiply 12 x 7, then write a report" --team multiplier,report-writer
-  ioa goal "Plan a trip" --launcher planner --max-turns 10 --timeout 2m
+  ioa goal "Multiply 12 x 7, then write a report" --team calculator,report-writer
+  ioa goal "Plan a trip budget: 3 nights at 120 euros" --launcher coordinator --max-turns 10 --timeout 2m
   ioa goal --file goal.json --json | jq -r .conclusion
   id=$(ioa goal "Summarise the logs" --detach); ioa watch "$id"
   ioa goal "Nightly report" --detach --idempotency-key nightly-2026-12-02   # safe to run twice
@@ -141,7 +139,7 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 	f.IntVar(&maxDepth, "max-depth", 0, "how deep tasks may team up in nested sub-teams (default: the server's limit)")
 	f.DurationVar(&timeout, "timeout", 0, "time budget of the goal, e.g. 2m (default: the server's limit)")
 	f.StringVar(&key, "idempotency-key", "", "name the submission: the same key sent again (by the same identity) names the same goal, never a second one")
-	f.StringVarP(&file, "file", "f", "", "read the goal request (GoalRequest JSON) from this file; - for stdin")
+	f.StringVarP(&file, "file", "f", "", `read the goal request from this file (- for stdin), a JSON object such as {"goal": "Convert 5 km to miles", "timeout": "2m"}; the goal is in it or the argument, not both`)
 	f.BoolVar(&asJSON, "json", false, "print only the final GoalResult as JSON")
 	f.BoolVarP(&detach, "detach", "d", false, "print the goal id and return without following")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the outcome, not the chat")
@@ -149,8 +147,6 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 	return cmd
 }
 
-// checkNamedAgents fails early, in one line, when the goal names an agent
-// the registry does not know; the goal would only fail at team-up.
 // awaitGoal submits with wait:true and shows the result: an identity that
 // may not read the runtime's streams (a client) cannot follow the chat live.
 func awaitGoal(ctx context.Context, cmd *cobra.Command, c *clientConn, req protocol.GoalRequest, asJSON, quiet bool) error {
@@ -188,6 +184,8 @@ func awaitGoal(ctx context.Context, cmd *cobra.Command, c *clientConn, req proto
 // server ends every goal by its goal timeout (5 minutes by default).
 const maxGoalWait = time.Hour
 
+// checkNamedAgents fails early, in one line, when the goal names an agent
+// the registry does not know; the goal would only fail at team-up.
 func checkNamedAgents(ctx context.Context, c *clientConn, req protocol.GoalRequest) error {
 	names := slices.Clone(req.Team)
 	if req.Launcher != "" {
@@ -206,79 +204,6 @@ func checkNamedAgents(ctx context.Context, c *clientConn, req protocol.GoalReque
 		}
 	}
 	return nil
-}
-
-// goalRequest builds the request from the file and the text arguments.
-func goalRequest(cmd *cobra.Command, args []string, file string) (protocol.GoalRequest, error) {
-	var req protocol.GoalRequest
-	if file != "" {
-		var (
-			data []byte
-			err  error
-		)
-		if file == "-" {
-			data, err = io.ReadAll(cmd.InOrStdin())
-		} else {
-			data, err = os.ReadFile(file)
-		}
-		if err != nil {
-			return req, fmt.Errorf("goal file: %w", err)
-		}
-		if err := json.Unmarshal(data, &req); err != nil {
-			return req, fmt.Errorf("goal file %s: %s", file, jsonProblem(data, err))
-		}
-	}
-	if text := strings.TrimSpace(strings.Join(args, " ")); text != "" {
-		req.Goal = text
-	}
-	if req.Goal == "" {
-		if file != "" {
-			return req, fmt.Errorf("goal file %s: \"goal\" is required", file)
-		}
-		return req, errors.New(`say what the goal is: ioa goal "text" (or --file goal.json)`)
-	}
-	return req, nil
-}
-
-// jsonProblem says where a JSON document is wrong, in one line.
-func jsonProblem(data []byte, err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	var offset int64
-	switch {
-	case errors.As(err, &se):
-		offset = se.Offset
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("%q must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
-		}
-		offset = te.Offset
-	default:
-		return err.Error()
-	}
-	line, col := 1, 1
-	for _, b := range data[:min(max(int(offset)-1, 0), len(data))] {
-		if b == '\n' {
-			line, col = line+1, 1
-		} else {
-			col++
-		}
-	}
-	return fmt.Sprintf("invalid JSON at line %d, column %d: %s", line, col, strings.TrimPrefix(err.Error(), "json: "))
-}
-
-func jsonKind(k string) string {
-	switch k {
-	case "slice", "array":
-		return "an array"
-	case "struct", "map", "ptr":
-		return "an object"
-	case "string":
-		return "a string"
-	case "bool":
-		return "true or false"
-	}
-	return "a number"
 }
 
 // goalExit maps how a goal ended to the exit status.

@@ -19,9 +19,9 @@ func newGoalsCmd() *cobra.Command {
 		Use:   "goals",
 		Short: "List, show, cancel and approve goals",
 		Example: `  ioa goals ls --status running
-  ioa goals get g_2a9Xk1
-  ioa goals cancel g_2a9Xk1
-  ioa goals approve g_2a9Xk1 --creds alice.creds`,
+  ioa goals get gt9p58vfnxyks
+  ioa goals cancel gt9p58vfnxyks
+  ioa goals approve gt9p58vfnxyks --creds alice.creds`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newGoalsLsCmd(), newGoalsGetCmd(), newGoalsCancelCmd(), newGoalsApproveCmd())
@@ -102,8 +102,8 @@ func newGoalsGetCmd() *cobra.Command {
 		Use:     "get ID",
 		Aliases: []string{"show"},
 		Short:   "Show a goal: its status, team, sub-goals and result",
-		Example: `  ioa goals get g_2a9Xk1
-  ioa goals get g_2a9Xk1 --json | jq .result.conclusion`,
+		Example: `  ioa goals get gt9p58vfnxyks
+  ioa goals get gt9p58vfnxyks --json | jq .result.conclusion`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !protocol.ValidID(args[0]) {
@@ -164,7 +164,7 @@ func newGoalsCancelCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "cancel ID",
 		Short:   "Cancel a goal and its whole tree of sub-goals",
-		Example: `  ioa goals cancel g_2a9Xk1`,
+		Example: `  ioa goals cancel gt9p58vfnxyks`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !protocol.ValidID(args[0]) {
@@ -204,8 +204,8 @@ func newGoalsApproveCmd() *cobra.Command {
 that person's answer (status awaiting_approval). With the person's credentials
 (ioa agent add NAME --role agent), the answer is theirs; with the admin
 credentials, --as names the person it is given for (default: the one named).`,
-		Example: `  ioa goals approve g_2a9Xk1 --creds alice.creds
-  ioa goals approve g_2a9Xk1 --reject --note "wrong units"`,
+		Example: `  ioa goals approve gt9p58vfnxyks --creds alice.creds
+  ioa goals approve gt9p58vfnxyks --reject --note "wrong units"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := protocol.ApproveRequest{GoalID: args[0], Approve: !reject, Note: note, By: as}

@@ -259,3 +259,73 @@ func TestObserverIsToldWhatItMayNotDo(t *testing.T) {
 		t.Fatalf("observer cancelling: %v, want the server's refusal", err)
 	}
 }
+
+// `ioa mcp` fed a line that is not JSON answers it with a parse error and
+// carries on: the replies to the requests before and after it are written,
+// a goal's result too, and the input's end ends the command without error.
+func TestMCPCommandOutlivesABadLine(t *testing.T) {
+	w := newSecureCLIWorld(t)
+	creds := w.creds(t, "ide", auth.Client)
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"submit_goal","arguments":{"goal":"Multiply 12 x 7."}}}`,
+		`not json`,
+		`{"jsonrpc":"2.0","id":3,"method":"ping"}`,
+	}, "\n") + "\n"
+	root := &cobra.Command{Use: "ioa", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(newMCPCmd())
+	root.SetIn(strings.NewReader(in))
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"mcp", "--nats-url", w.url, "--creds", creds})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("ioa mcp: %v\n%s", err, out.String())
+	}
+	replies := map[string]string{}
+	for l := range strings.Lines(out.String()) {
+		var r struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("output line %q: %v", l, err)
+		}
+		replies[string(r.ID)] = l
+	}
+	if r := replies["null"]; !strings.Contains(r, `"code":-32700`) || !strings.Contains(r, "line 4 is not valid JSON") {
+		t.Errorf("the bad line's reply: %q", r)
+	}
+	if !strings.Contains(replies["1"], `"result"`) || !strings.Contains(replies["2"], "84") || !strings.Contains(replies["3"], `"result"`) {
+		t.Errorf("replies:\n%s", out.String())
+	}
+}
+
+// A client's credentials may not read the runtime's streams: ioa watch
+// says so at once, for its own goal and for everything, rather than
+// timing out or showing nothing; an observer's watch the same goal.
+func TestWatchNeedsCredentialsThatReadTheStreams(t *testing.T) {
+	w := newSecureCLIWorld(t)
+	creds := w.creds(t, "ci", auth.Client)
+	out, _, err := runCLI(t, newGoalCmd(), "goal", "Multiply 12 x 7.", "--json", "--nats-url", w.url, "--creds", creds)
+	var res protocol.GoalResult
+	if err != nil || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("goal: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"watch", res.GoalID}, {"watch"}} {
+		start := time.Now()
+		out, _, err := runCLI(t, newWatchCmd(), append(args, "--nats-url", w.url, "--creds", creds)...)
+		if err == nil || !strings.Contains(err.Error(), "the credentials are ci's, a client: watching needs admin or observer credentials") || out != "" {
+			t.Errorf("ioa %s as a client: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("ioa %s as a client took %v to refuse", strings.Join(args, " "), d)
+		}
+	}
+	out, _, err = runCLI(t, newWatchCmd(), "watch", res.GoalID, "--nats-url", w.url, "--creds", w.creds(t, "obs", auth.Observer))
+	if err != nil || !strings.Contains(out, "84") {
+		t.Fatalf("watch as an observer: %v\n%s", err, out)
+	}
+}

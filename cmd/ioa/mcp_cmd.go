@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/ioa-nats/ioa/bus/auth"
@@ -28,7 +27,12 @@ func newMCPCmd() *cobra.Command {
 
 It reaches a running ioa like the other client commands (--nats-url, --creds, or
 the admin credentials of --data-dir). With client credentials (ioa agent add NAME
---role client) goals are submitted, read and cancelled as NAME. Logs go to stderr.`,
+--role client) goals are submitted, read and cancelled as NAME. Logs go to stderr.
+
+It reads one JSON-RPC message a line. A line that is not JSON gets a parse
+error reply (-32700), one that is not a JSON-RPC 2.0 message an invalid
+request reply (-32600), and the session goes on. At the end of the input it
+writes the replies still due, then exits 0.`,
 		Example: `  ioa mcp --data-dir /path/to/data
   ioa mcp --nats-url nats://host:4222 --creds ide.creds
   # an MCP client's configuration: {"command": "ioa", "args": ["mcp", "--creds", "/path/ide.creds"]}`,
@@ -48,7 +52,8 @@ the admin credentials of --data-dir). With client credentials (ioa agent add NAM
 				return fmt.Errorf("the credentials are %s's, an %s: they cannot submit goals (use a client's: ioa agent add NAME --role client)", c.id.Name, c.id.Role)
 			}
 			srv := mcp.NewServer(c.nc, c.subj, mcp.ServerOptions{As: as, Version: version})
-			t := &sdk.IOTransport{Reader: readCloser{cmd.InOrStdin()}, Writer: writeCloser{cmd.OutOrStdout()}}
+			// A bad line gets an error reply, not the end of the session.
+			t := &mcp.LineTransport{Reader: cmd.InOrStdin(), Writer: cmd.OutOrStdout()}
 			err = srv.Run(cmd.Context(), t)
 			if err == nil || errors.Is(err, io.EOF) || cmd.Context().Err() != nil {
 				return nil
@@ -59,13 +64,3 @@ the admin credentials of --data-dir). With client credentials (ioa agent add NAM
 	configs.AddFlags(cmd.Flags())
 	return cmd
 }
-
-// readCloser and writeCloser give the command's streams the Close the
-// transport wants, without closing the process's stdin or stdout.
-type readCloser struct{ io.Reader }
-
-func (readCloser) Close() error { return nil }
-
-type writeCloser struct{ io.Writer }
-
-func (writeCloser) Close() error { return nil }

@@ -26,14 +26,23 @@ func newWatchCmd() *cobra.Command {
 		Long: `watch follows what agents do.
 
 With a goal id it replays the goal from its start and follows it until it
-ends, like ioa goal does (and exits with the same status: 0 concluded,
-2 failed, 3 cancelled, 4 timed out). With a chat id it prints the chat's log
-from the start and follows it until the chat ends. With no argument it
-follows every chat and every goal's ending live, until interrupted.`,
+ends, like ioa goal does, and exits with the same status: 0 concluded with
+every part done, 5 concluded with part of it done, 2 failed (or concluded
+having done none of it), 3 cancelled, 4 timed out. With a chat id it prints
+the chat's log from the start and follows it until the chat ends. With no
+argument it follows every chat and every goal's ending live, until
+interrupted. Interrupting (Ctrl-C) exits 0; usage and connection errors
+exit 1.
+
+Watching reads the runtime's streams, which needs admin or observer
+credentials (ioa agent add NAME --role observer): with a client's or an
+agent's it refuses at once (exit 1). A client sees a goal of its own with
+ioa goals get ID.`,
 		Example: `  ioa watch                      # every chat and goal, live
-  ioa watch g_2a9Xk1             # one goal, from its start to its end
-  ioa watch c_7QbR0e             # one chat log
-  ioa watch --json | jq .        # events as JSON lines`,
+  ioa watch gt9p58vfnxyks        # one goal, from its start to its end
+  ioa watch c6tfqgo982m6y        # one chat log
+  ioa watch --json | jq .        # events as JSON lines
+  ioa watch --creds obs.creds    # as an observer of a secure ioa`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 && !protocol.ValidID(args[0]) {
@@ -44,6 +53,9 @@ follows every chat and every goal's ending live, until interrupted.`,
 				return err
 			}
 			defer c.Close()
+			if !c.streams() {
+				return cannotWatch(c, args)
+			}
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
 			opt := renderOptionsFor(out)
@@ -84,6 +96,26 @@ follows every chat and every goal's ending live, until interrupted.`,
 }
 
 var errNoChat = errors.New("no such chat")
+
+// cannotWatch explains at once why an identity that may not read the
+// runtime's streams cannot watch: reading them would only time out, and a
+// live subscription would show nothing.
+func cannotWatch(c *clientConn, args []string) error {
+	id := "ID"
+	if len(args) == 1 {
+		id = args[0]
+	}
+	return fmt.Errorf("the credentials are %s's, %s %s: watching needs admin or observer credentials (ioa agent add NAME --role observer); the result of a goal of yours: ioa goals get %s",
+		c.id.Name, article(string(c.id.Role)), c.id.Role, id)
+}
+
+// article is "an" before a vowel, else "a".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
+}
 
 // followChat prints a chat's log from the start until the chat ends.
 func followChat(ctx context.Context, c *clientConn, commID string, w io.Writer, opt renderOptions) error {
