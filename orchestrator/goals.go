@@ -353,9 +353,10 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 	}
 	pace, start := backoff.New(20*time.Millisecond, time.Second), time.Now()
 	for {
-		var reply protocol.LaunchReply
+		// The reply's body is the launcher's business (docs/protocol.md):
+		// whether the team formed is read from the goal's record below.
 		actx, acancel := context.WithTimeout(lctx, launchAttempt)
-		err = bus.RequestHeader(actx, s.nc, subject, telemetry.HeaderOf(st.TraceParent), req, &reply)
+		err = bus.RequestHeader(actx, s.nc, subject, telemetry.HeaderOf(st.TraceParent), req, nil)
 		acancel()
 		// An attempt that gets no answer at all is sent again: a request
 		// or its reply is lost when the launcher's or this connection
@@ -374,6 +375,10 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 		if err == nil || !retry || !pace.Wait(lctx) {
 			break
 		}
+	}
+	teamupErr := ""
+	if v, ok := s.teamupFailed.LoadAndDelete(st.GoalID); ok {
+		teamupErr = "; its team-up was refused: " + v.(string)
 	}
 	if err != nil {
 		// An earlier attempt whose answer was lost may have formed the team.
@@ -395,7 +400,7 @@ func (s *Service) launch(ctx context.Context, st protocol.GoalStatus) {
 		return
 	}
 	if g, err := s.readGoal(ctx, st.GoalID); err == nil && g.CommID == "" && !protocol.GoalEnded(g.Status) {
-		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", fmt.Sprintf("launcher %s answered without forming a team", st.Launcher), nil)
+		s.finishOrRetry(ctx, st.GoalID, protocol.GoalFailed, "", fmt.Sprintf("launcher %s answered without forming a team%s", st.Launcher, teamupErr), nil)
 	}
 }
 

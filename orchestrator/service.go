@@ -131,9 +131,10 @@ type Service struct {
 	tasks      jetstream.Stream
 	goalStream jetstream.Stream
 
-	eventTries sync.Map    // event message id -> attempts so far, while being sent again
-	goalSpans  sync.Map    // goal id -> its open root span (trace.go), when tracing
-	closing    atomic.Bool // Shutdown has begun: no more event retries
+	eventTries   sync.Map    // event message id -> attempts so far, while being sent again
+	goalSpans    sync.Map    // goal id -> its open root span (trace.go), when tracing
+	teamupFailed sync.Map    // goal id -> why its last team-up was refused, for the reason of a launch that fails after it
+	closing      atomic.Bool // Shutdown has begun: no more event retries
 
 	markKey      []byte              // signs the referee's log entries (mark.go)
 	foreignCount atomic.Uint64       // foreign log entries found

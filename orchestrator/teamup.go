@@ -2,8 +2,11 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -206,23 +209,17 @@ func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatu
 			// A member restarting (still online in the registry) has no
 			// responder for a moment, or took the invitation down with it:
 			// ask again until the invitation's time is up.
-			var reply protocol.InviteReply
+			var raw json.RawMessage
 			for pace := backoff.New(20*time.Millisecond, 500*time.Millisecond); ; {
 				actx, acancel := context.WithTimeout(ictx, inviteAttempt)
-				err = bus.Request(actx, s.nc, subject, req, &reply)
+				err = bus.Request(actx, s.nc, subject, req, &raw)
 				acancel()
 				retry := errors.Is(err, protocol.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 				if !retry || !pace.Wait(ictx) {
 					break
 				}
 			}
-			if err != nil {
-				errs[i] = protocol.Errorf(protocol.ErrConflict, "member %s did not answer the invitation: %v", c.Name, err)
-				return
-			}
-			if !reply.Accept {
-				errs[i] = protocol.Errorf(protocol.ErrConflict, "member %s declined: %s", c.Name, reply.Reason)
-			}
+			errs[i] = inviteAnswer(c.Name, subject, raw, err, s.codec)
 		})
 	}
 	wg.Wait()
@@ -230,6 +227,40 @@ func (s *Service) invite(ctx context.Context, comm string, st protocol.GoalStatu
 		return errs[i]
 	}
 	return nil
+}
+
+// inviteAnswer is what a member's answer to its invitation (raw, or the
+// request's err) means for the team-up: nil for an acceptance, else why
+// the team cannot form, in words the launcher can act on.
+func inviteAnswer(name, subject string, raw []byte, err error, codec bus.Codec) error {
+	var reply protocol.InviteReply
+	switch {
+	case errors.Is(err, bus.ErrNoResponders):
+		return protocol.Errorf(protocol.ErrConflict, "member %s does not listen for invitations on %s (is it running? an agent that joins every team it is put in sets auto_join on its card)", name, subject)
+	case errors.Is(err, context.DeadlineExceeded):
+		return protocol.Errorf(protocol.ErrConflict, "member %s did not answer the invitation within %s", name, inviteTimeout)
+	case err != nil:
+		return protocol.Errorf(protocol.ErrConflict, "member %s did not answer the invitation: %v", name, err)
+	}
+	if derr := codec.Decode(raw, &reply); derr != nil {
+		return protocol.Errorf(protocol.ErrConflict, `member %s answered the invitation with %s, not {"accept":true} or {"accept":false,"reason":"…"}: %s`, name, quoteShort(raw), protocol.AsError(derr).Message)
+	}
+	switch {
+	case reply.Accept:
+		return nil
+	case strings.TrimSpace(reply.Reason) == "":
+		return protocol.Errorf(protocol.ErrConflict, "member %s declined", name)
+	default:
+		return protocol.Errorf(protocol.ErrConflict, "member %s declined: %s", name, reply.Reason)
+	}
+}
+
+// quoteShort quotes the start of a reply for an error message.
+func quoteShort(b []byte) string {
+	if len(b) > 80 {
+		return strconv.Quote(string(b[:80])) + "…"
+	}
+	return strconv.Quote(string(b))
 }
 
 // asyncTeamup runs a team-up beside the endpoint: it waits on the registry,
@@ -259,6 +290,9 @@ func (s *Service) teamupAt(ctx context.Context, subject string, data []byte, rep
 			_ = bus.RespondErrorLater(s.nc, replyTo, err)
 			return
 		}
+		if caller != "" && req.Launcher == "" {
+			req.Launcher = caller // the bound form names it already
+		}
 		if caller != "" && caller != req.Launcher {
 			_ = bus.RespondErrorLater(s.nc, replyTo, protocol.Errorf(protocol.ErrForbidden, "%s may not form the team of launcher %s", caller, req.Launcher))
 			return
@@ -273,9 +307,13 @@ func (s *Service) teamupAt(ctx context.Context, subject string, data []byte, rep
 		}
 		reply, err := s.handleTeamup(ctx, nil, &req)
 		if err != nil {
+			// Kept for the goal's reason: a launcher may answer its launch
+			// without passing this on.
+			s.teamupFailed.Store(req.GoalID, protocol.AsError(err).Message)
 			_ = bus.RespondErrorLater(s.nc, replyTo, err)
 			return
 		}
+		s.teamupFailed.Delete(req.GoalID)
 		_ = bus.RespondLater(s.nc, replyTo, reply)
 	})
 }
