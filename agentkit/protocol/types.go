@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -46,8 +47,8 @@ func (c *AgentCard) Validate() error {
 	if c.Name == SystemSender {
 		return Errorf(ErrInvalid, "name %q is reserved", c.Name)
 	}
-	if c.Description == "" {
-		return Errorf(ErrInvalid, "description is required")
+	if strings.TrimSpace(c.Description) == "" {
+		return Errorf(ErrInvalid, "description is required (it is what a search matches)")
 	}
 	switch c.Type {
 	case "", TypeAssistant, TypeTool, TypeHuman:
@@ -312,9 +313,9 @@ func (u Usage) Add(o Usage) Usage {
 type GoalResult struct {
 	GoalID     string   `json:"goal_id"`
 	Status     string   `json:"status"`
-	Conclusion string   `json:"conclusion"`
+	Conclusion string   `json:"conclusion,omitempty"`
 	Reason     string   `json:"reason,omitempty"`
-	CommID     string   `json:"comm_id"`
+	CommID     string   `json:"comm_id,omitempty"` // empty: the goal ended before its team formed
 	Turns      int      `json:"turns"`
 	Usage      Usage    `json:"usage"`
 	Elapsed    Duration `json:"elapsed"`

@@ -146,6 +146,7 @@ func TestAgentCardValidate(t *testing.T) {
 		{"bad name", card(func(c *protocol.AgentCard) { c.Name = "Writer" }), "name"},
 		{"name with a dot", card(func(c *protocol.AgentCard) { c.Name = "w.x" }), "name"},
 		{"missing description", card(func(c *protocol.AgentCard) { c.Description = "" }), "description"},
+		{"blank description", card(func(c *protocol.AgentCard) { c.Description = " \t " }), "description"},
 		{"bad type", card(func(c *protocol.AgentCard) { c.Type = "robot" }), "type"},
 		{"type is case sensitive", card(func(c *protocol.AgentCard) { c.Type = "Tool" }), "type"},
 		{"negative max_concurrency", card(func(c *protocol.AgentCard) { c.MaxConcurrency = -1 }), "max_concurrency"},
