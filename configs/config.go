@@ -1,7 +1,6 @@
 package configs
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -187,9 +186,14 @@ type Worker struct {
 
 // Validate checks every field and reports all problems at once.
 func (c *Config) Validate() error {
-	var errs []error
+	return invalid(c.File, c.problems())
+}
+
+// problems are the mistakes in the values of c, each at its key.
+func (c *Config) problems() []Problem {
+	var errs []Problem
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+		errs = append(errs, Problem{Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
 	if c.Bus.NATSURL == "" {
 		if c.Bus.Listen != "none" {
@@ -200,8 +204,8 @@ func (c *Config) Validate() error {
 		if c.Bus.DataDir == "" {
 			bad("bus.data_dir", "must not be empty")
 		}
-	} else if !strings.Contains(c.Bus.NATSURL, "://") && !strings.Contains(c.Bus.NATSURL, ":") {
-		bad("bus.nats_url", "%q is not a NATS URL such as nats://host:4222", c.Bus.NATSURL)
+	} else if !natsURLs(c.Bus.NATSURL) {
+		bad("bus.nats_url", "%q is not a NATS URL such as nats://host:4222 (schemes nats, tls, ws, wss)", c.Bus.NATSURL)
 	}
 	if c.Bus.Prefix == "" || strings.ContainsAny(c.Bus.Prefix, " *>") || strings.HasPrefix(c.Bus.Prefix, ".") || strings.HasSuffix(c.Bus.Prefix, ".") {
 		bad("bus.prefix", "%q must be dot-separated tokens of letters, digits, _ or -", c.Bus.Prefix)
@@ -294,10 +298,7 @@ func (c *Config) Validate() error {
 	}
 	names := map[string]bool{}
 	for i, a := range c.Agents {
-		key := fmt.Sprintf("agents[%d]", i)
-		if a.Name != "" {
-			key = fmt.Sprintf("agents[%s]", a.Name)
-		}
+		key := c.AgentKey(i)
 		if !protocol.ValidName(a.Name) {
 			bad(key+".name", "%q must match ^[a-z0-9][a-z0-9_-]{0,63}$", a.Name)
 		}
@@ -305,6 +306,11 @@ func (c *Config) Validate() error {
 			bad(key+".name", "%q is used twice", a.Name)
 		}
 		names[a.Name] = true
+		switch a.Type {
+		case "", protocol.TypeAssistant, protocol.TypeTool, protocol.TypeHuman:
+		default:
+			bad(key+".type", "%q is not one of assistant, tool, human", a.Type)
+		}
 		if a.Description == "" && a.Worker.Kind != "mcp" && a.Worker.Kind != "a2a" {
 			bad(key+".description", "is required (mcp and a2a workers may leave it to the server's tools or card)")
 		}
@@ -365,10 +371,32 @@ func (c *Config) Validate() error {
 	if u := c.A2A.PublicURL; u != "" && !isHTTP(u) {
 		bad("a2a.public_url", "%q is not an http(s) URL", u)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("invalid configuration%s:\n  %w", fileSuffix(c.File), joinLines(errs))
+	return errs
+}
+
+// AgentKey names agent i in messages: by its name when it has one, which
+// a reader finds in the file faster than an index.
+func (c *Config) AgentKey(i int) string {
+	if i >= 0 && i < len(c.Agents) && c.Agents[i].Name != "" {
+		return fmt.Sprintf("agents[%s]", c.Agents[i].Name)
 	}
-	return nil
+	return fmt.Sprintf("agents[%d]", i)
+}
+
+// natsURLs reports whether u is a comma-separated list of server URLs the
+// NATS client can dial: host:port, or one of its schemes.
+func natsURLs(u string) bool {
+	for part := range strings.SplitSeq(u, ",") {
+		part = strings.TrimSpace(part)
+		scheme, _, hasScheme := strings.Cut(part, "://")
+		switch {
+		case hasScheme && !slices.Contains([]string{"nats", "tls", "ws", "wss"}, strings.ToLower(scheme)):
+			return false
+		case !hasScheme && !strings.Contains(part, ":"):
+			return false
+		}
+	}
+	return true
 }
 
 func isHTTP(u string) bool {
@@ -380,13 +408,4 @@ func fileSuffix(f string) string {
 		return ""
 	}
 	return " in " + f
-}
-
-func joinLines(errs []error) error {
-	msgs := make([]string, len(errs))
-	for i, e := range errs {
-		msgs[i] = e.Error()
-	}
-	slices.Sort(msgs)
-	return errors.New(strings.Join(msgs, "\n  "))
 }

@@ -150,3 +150,58 @@ func TestHumanAgents(t *testing.T) {
 		t.Errorf("a person with a worker: %v", err)
 	}
 }
+
+// Every mistake of a file comes in one run, each at its key path and in
+// the file's terms: unknown keys (with the key meant), values of the wrong
+// kind and bad values together, never the decoder's own words.
+func TestEveryMistakeAtOnce(t *testing.T) {
+	clearEnv(t)
+	file := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(file, []byte(`
+limits: {goal_timout: 5m, max_turns: abc, speaker_timeout: soon, task_timeout: 3}
+log: 5
+agnets: []
+agents:
+  - {name: calc, description: adds, capabilitys: [add], worker: {kind: builtin, builtin: calculator}}
+  - {name: bot, type: robot, description: x, worker: {kind: builtin, builtin: calculator}}
+  - {name: busy, description: y, max_concurrency: many, worker: {kind: builtin, builtin: units}}
+`), 0o644)
+	_, err := configs.Load(flags(t, "--config", file))
+	if err == nil {
+		t.Fatal("bad config accepted")
+	}
+	for _, want := range []string{
+		"limits.goal_timout: unknown key (did you mean goal_timeout?)",
+		`limits.max_turns: "abc" is not a whole number`,
+		`limits.speaker_timeout: "soon" is not a duration such as 30s or 2m`,
+		`limits.task_timeout: 3 is not a duration such as 30s or 2m`,
+		"log: 5 is not a section of keys",
+		"agnets: unknown key (did you mean agents?)",
+		"agents[calc].capabilitys: unknown key (did you mean capabilities?)",
+		`agents[bot].type: "robot" is not one of assistant, tool, human`,
+		`agents[busy].max_concurrency: "many" is not a whole number`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+	for _, raw := range []string{"decoding failed", "strconv", "mapstructure", "time:", "must be positive", "positive duration"} {
+		if strings.Contains(err.Error(), raw) {
+			t.Errorf("error says %q:\n%v", raw, err)
+		}
+	}
+}
+
+// Every configuration shipped in this directory loads.
+func TestEveryShippedYAMLLoads(t *testing.T) {
+	clearEnv(t)
+	files, _ := filepath.Glob("*.yaml")
+	if len(files) < 3 {
+		t.Fatalf("yaml files: %v", files)
+	}
+	for _, f := range files {
+		if _, err := configs.Load(flags(t, "--config", f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

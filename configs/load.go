@@ -1,9 +1,12 @@
 package configs
 
 import (
+	"bytes"
 	_ "embed"
 	"fmt"
 	"os"
+	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -57,7 +60,9 @@ var envAliases = map[string][]string{
 
 // Load reads the defaults, then the file named by --config or $IOA_CONFIG
 // (if any), then IOA_* variables, then the flags set on fs (fs may be nil).
-func Load(fs *pflag.FlagSet) (*Config, error) { return load(fs, true, nil) }
+// The checks add their problems to those of the configuration itself, so
+// one error lists every mistake.
+func Load(fs *pflag.FlagSet, checks ...Check) (*Config, error) { return load(fs, true, nil, checks...) }
 
 // LoadOver is Load with base (YAML) merged over the built-in defaults
 // before the file, the environment and the flags: `ioa demo` starts from
@@ -73,7 +78,7 @@ var DemoYAML []byte
 // environment, no flags. Programs that embed the runtime start from it.
 func Defaults() (*Config, error) { return load(nil, false, nil) }
 
-func load(fs *pflag.FlagSet, useEnv bool, base []byte) (*Config, error) {
+func load(fs *pflag.FlagSet, useEnv bool, base []byte, checks ...Check) (*Config, error) {
 	v := viper.New()
 	v.SetConfigType("yaml")
 	if err := v.ReadConfig(strings.NewReader(string(DefaultYAML))); err != nil {
@@ -93,15 +98,19 @@ func load(fs *pflag.FlagSet, useEnv bool, base []byte) (*Config, error) {
 			file = f.Value.String()
 		}
 	}
+	var fileOnly map[string]any // the file's own settings, before merging
 	if file != "" {
-		f, err := os.Open(file)
+		data, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("config file: %w", err)
 		}
-		err = v.MergeConfig(f)
-		f.Close()
-		if err != nil {
+		if err := v.MergeConfig(bytes.NewReader(data)); err != nil {
 			return nil, fmt.Errorf("config file %s: %w", file, err)
+		}
+		own := viper.New()
+		own.SetConfigType("yaml")
+		if err := own.ReadConfig(bytes.NewReader(data)); err == nil {
+			fileOnly = own.AllSettings()
 		}
 	}
 	if useEnv {
@@ -121,13 +130,49 @@ func load(fs *pflag.FlagSet, useEnv bool, base []byte) (*Config, error) {
 			}
 		}
 	}
-	var c Config
-	if err := v.Unmarshal(&c, viper.DecodeHook(decodeHooks())); err != nil {
-		return nil, fmt.Errorf("configuration%s: %w", fileSuffix(file), err)
+	c := Config{File: file}
+	decoded := namedAgents(&c, decodeProblems(v.Unmarshal(&c, viper.DecodeHook(decodeHooks()))))
+	config := reflect.TypeFor[Config]()
+	problems := append(unknownKeys("", fileOnly, config), unknownKeys("", v.AllSettings(), config)...)
+	problems = append(namedAgents(&c, problems), decoded...)
+	// A key that did not decode keeps its zero value: checking that value
+	// too would report the same key twice, the second time wrongly.
+	for _, p := range c.problems() {
+		if !coveredBy(p, decoded) {
+			problems = append(problems, p)
+		}
 	}
-	c.File = file
-	if err := c.Validate(); err != nil {
+	for _, check := range checks {
+		problems = append(problems, check(&c)...)
+	}
+	if err := invalid(file, problems); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// coveredBy reports whether p is about a key one of decoded is about.
+func coveredBy(p Problem, decoded []Problem) bool {
+	for _, d := range decoded {
+		if p.Key == d.Key || strings.HasPrefix(p.Key, d.Key+".") || strings.HasPrefix(d.Key, p.Key+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// namedAgents writes agents[2] as agents[calc], as the checks of the values
+// do, so a file's mistakes read alike.
+func namedAgents(c *Config, problems []Problem) []Problem {
+	for i, p := range problems {
+		rest, ok := strings.CutPrefix(p.Key, "agents[")
+		if !ok {
+			continue
+		}
+		num, tail, ok := strings.Cut(rest, "]")
+		if n, err := strconv.Atoi(num); ok && err == nil {
+			problems[i].Key = c.AgentKey(n) + tail
+		}
+	}
+	return problems
 }
