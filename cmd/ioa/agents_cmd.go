@@ -206,7 +206,13 @@ func newAgentsSearchCmd() *cobra.Command {
 				tb.add(fmt.Sprintf("%.3f", r.Score), fmt.Sprintf("%.3f", r.Match), r.Name, firstNonEmpty(r.Type, "-"), onlineMark(p, r.Online),
 					trimLine(firstLine(r.Description), descWidth(opt, 45+len(r.Name))))
 			}
-			return tb.write(out)
+			if err := tb.write(out); err != nil {
+				return err
+			}
+			if note := weakMatchNote(reply.Results, c.cfg.Registry.MinMatch); note != "" {
+				fmt.Fprintln(out, p.yellow(note))
+			}
+			return nil
 		},
 	}
 	configs.AddFlags(cmd.Flags())
@@ -218,6 +224,23 @@ func newAgentsSearchCmd() *cobra.Command {
 	f.StringSliceVar(&exclude, "exclude", nil, "leave out these agents")
 	f.BoolVar(&asJSON, "json", false, "print the registry's reply as JSON")
 	return cmd
+}
+
+// weakMatchNote says when no result matches well enough for a launcher to
+// give it a task (registry.min_match; 0 turns the check off): SCORE only
+// ranks, so a top score of 1.000 may still be no fit at all.
+func weakMatchNote(results []protocol.SearchResult, minMatch float64) string {
+	if len(results) == 0 || minMatch <= 0 {
+		return ""
+	}
+	best := 0.0
+	for _, r := range results {
+		best = max(best, r.Match)
+	}
+	if best >= minMatch {
+		return ""
+	}
+	return fmt.Sprintf("no agent matches well enough to be picked (best match %.3f < %.2f, registry.min_match)", best, minMatch)
 }
 
 func onlineMark(p palette, online bool) string {

@@ -17,6 +17,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/configs"
 )
 
@@ -38,8 +39,14 @@ they are logged and says when NAME holds the turn ("your turn") or has a task
   /to NAME text    your turn: a discussion handing the turn to NAME
   /conclude text   your turn: the conclusion
   /fail text       a task: a failed result
+  /approve [note]  a goal awaiting NAME's approval: approve its conclusion
+  /reject [note]   a goal awaiting NAME's approval: reject it (the goal fails)
   #N ...           answer item N of the list instead of the first
   /list            list what waits on NAME
+
+Goals awaiting NAME's approval (ioa goal --approve-by NAME) are listed with
+the admin's credentials, which may list goals; with NAME's own, answer them
+with ioa goals approve ID.
 
 A NAME that is not a registered person is refused, naming those that are.
 The waits are state in the chats' logs, bounded by the speaker and task
@@ -68,13 +75,18 @@ type personChat struct {
 	people map[string]bool // members of type human
 }
 
-// waitItem is one thing waiting on the person: its turn, or a task.
+// waitItem is one thing waiting on the person: its turn, a task, or a
+// goal's approval.
 type waitItem struct {
 	comm string
 	task string // "" for a turn
+	goal string // a goal awaiting the person's approval; comm and task are ""
 }
 
 func (w waitItem) key(c *personChat) string {
+	if w.goal != "" {
+		return "approve/" + w.goal
+	}
 	if w.task == "" {
 		return w.comm + "/s" + strconv.FormatUint(c.chat.LastSeq, 10)
 	}
@@ -91,6 +103,9 @@ type chatJoiner struct {
 	told   map[string]bool // waits already announced
 	inbox  chan *nats.Msg
 	failed map[string]bool // chats whose history could not be read
+	// approvals are the goals awaiting the person's approval, as last
+	// listed (goal.list, which only the admin may ask for all goals).
+	approvals []protocol.GoalStatus
 }
 
 func chatJoin(cmd *cobra.Command, name string) error {
@@ -119,10 +134,13 @@ func chatJoin(cmd *cobra.Command, name string) error {
 	if err := c.request(ctx, chatsSubj, nil, &open); err != nil {
 		return fmt.Errorf("%s's open chats: %w", name, err)
 	}
-	fmt.Fprintf(j.out, "joined as %s: %d open chats; type a line to answer what waits (/list, /to NAME, /conclude, /fail, #N)\n", name, len(open.Chats))
+	events, stop := j.followApprovals()
+	defer stop()
+	fmt.Fprintf(j.out, "joined as %s: %d open chats; type a line to answer what waits (/list, /to NAME, /conclude, /fail, /approve, /reject, #N)\n", name, len(open.Chats))
 	for _, comm := range open.Chats {
 		j.catchUp(ctx, comm)
 	}
+	j.refreshApprovals(ctx)
 	j.announce()
 
 	lines := make(chan string)
@@ -148,6 +166,12 @@ func chatJoin(cmd *cobra.Command, name string) error {
 				return nil
 			}
 			j.answer(ctx, line)
+		case m := <-events:
+			var ev protocol.GoalEvent
+			if json.Unmarshal(m.Data, &ev) == nil && ev.Kind == protocol.EventApprovalRequested {
+				j.refreshApprovals(ctx)
+				j.announce()
+			}
 		case m := <-j.inbox:
 			var am protocol.AgentMessage
 			if json.Unmarshal(m.Data, &am) != nil || protocol.CheckID("comm_id", am.CommID) != nil {
@@ -200,6 +224,51 @@ func personsHint(ctx context.Context, c *clientConn) string {
 		return "; no person is registered (one is an agent with type: human in the config of ioa serve)"
 	}
 	return "; the registered persons: " + strings.Join(people, ", ")
+}
+
+// followApprovals delivers the goals' events, to hear of approvals asked
+// of the person as they are; only the admin may list goals to see whose
+// approval they wait for, so other credentials get no events.
+func (j *chatJoiner) followApprovals() (<-chan *nats.Msg, func()) {
+	ch := make(chan *nats.Msg, 256)
+	if j.c.id.Role != auth.Admin {
+		return ch, func() {}
+	}
+	sub, err := j.c.nc.ChanSubscribe(j.c.subj.AllGoalEvents(), ch)
+	if err != nil {
+		return ch, func() {}
+	}
+	return ch, func() { _ = sub.Unsubscribe() }
+}
+
+// refreshApprovals lists the goals awaiting the person's approval. A
+// failure keeps the last list: approvals are a nicety of the session, and
+// ioa goals approve answers them anyway.
+func (j *chatJoiner) refreshApprovals(ctx context.Context) {
+	if j.c.id.Role != auth.Admin {
+		return
+	}
+	var reply protocol.GoalListReply
+	req := protocol.GoalListRequest{Status: "running", Limit: 1000}
+	if err := j.c.request(ctx, j.c.goalSubject(bus.GoalList), req, &reply); err != nil {
+		return
+	}
+	j.approvals = j.approvals[:0]
+	for _, g := range reply.Goals {
+		if g.Status == protocol.GoalAwaitingApproval && g.ApproveBy == j.name {
+			j.approvals = append(j.approvals, g)
+		}
+	}
+}
+
+// approval is the listed goal awaiting approval with id, if any.
+func (j *chatJoiner) approval(id string) (protocol.GoalStatus, bool) {
+	for _, g := range j.approvals {
+		if g.GoalID == id {
+			return g, true
+		}
+	}
+	return protocol.GoalStatus{}, false
 }
 
 // catchUp reads a chat's history after what it has folded.
@@ -291,14 +360,16 @@ func (j *chatJoiner) waiting() []waitItem {
 			}
 		}
 	}
+	for _, g := range j.approvals {
+		out = append(out, waitItem{goal: g.GoalID})
+	}
 	return out
 }
 
 // announce prints each new wait once.
 func (j *chatJoiner) announce() {
 	for i, w := range j.waiting() {
-		pc := j.chats[w.comm]
-		if k := w.key(pc); !j.told[k] {
+		if k := w.key(j.chats[w.comm]); !j.told[k] {
 			j.told[k] = true
 			j.describe(i+1, w)
 		}
@@ -306,6 +377,16 @@ func (j *chatJoiner) announce() {
 }
 
 func (j *chatJoiner) describe(n int, w waitItem) {
+	if w.goal != "" {
+		g, _ := j.approval(w.goal)
+		proposed := ""
+		if g.Result != nil {
+			proposed = oneLine(g.Result.Conclusion)
+		}
+		fmt.Fprintf(j.out, ">> #%d approval, %s: goal %s (%q) proposes: %s\n   /approve [note] or /reject [note] (or: ioa goals approve %s --as %s [--reject] [--note ...])\n",
+			n, j.name, g.GoalID, oneLine(g.Goal), proposed, g.GoalID, j.name)
+		return
+	}
 	c := &j.chats[w.comm].chat
 	if w.task == "" {
 		fmt.Fprintf(j.out, ">> #%d your turn, %s, in goal %s (%q): say something (to %s), or /to NAME ..., /conclude ...\n",
@@ -319,9 +400,9 @@ func (j *chatJoiner) describe(n int, w waitItem) {
 
 // chatCommands are the words a line may start with; chatCommandsHelp says
 // how to use them.
-var chatCommands = []string{"/list", "/to", "/conclude", "/fail"}
+var chatCommands = []string{"/list", "/to", "/conclude", "/fail", "/approve", "/reject"}
 
-const chatCommandsHelp = "/list, /to NAME text, /conclude text, /fail why, #N to answer item N (plain text answers the first)"
+const chatCommandsHelp = "/list, /to NAME text, /conclude text, /fail why, /approve note, /reject note, #N to answer item N (plain text answers the first)"
 
 // unknownCommand is the first word of a line that starts with / and is no
 // command, so a typo is not taken for an answer or for nothing.
@@ -333,11 +414,43 @@ func unknownCommand(line string) (string, bool) {
 	return word, !slices.Contains(chatCommands, word)
 }
 
+// isApproval reports whether line answers a goal awaiting approval.
+func isApproval(line string) bool {
+	word, _, _ := strings.Cut(line, " ")
+	return word == "/approve" || word == "/reject"
+}
+
+// approve answers a goal awaiting the person's approval with /approve or
+// /reject and an optional note.
+func (j *chatJoiner) approve(ctx context.Context, w waitItem, line string) {
+	word, note, _ := strings.Cut(line, " ")
+	if w.goal == "" || !isApproval(word) {
+		fmt.Fprintln(j.out, "! for an approval: /approve [note] or /reject [note]; for a turn or a task, not those")
+		return
+	}
+	req := protocol.ApproveRequest{GoalID: w.goal, Approve: word == "/approve", Note: strings.TrimSpace(note), By: j.name}
+	var st protocol.GoalStatus
+	if err := j.c.request(ctx, j.c.goalSubject(bus.GoalApprove), req, &st); err != nil {
+		fmt.Fprintf(j.out, "! goal %s: %v\n", w.goal, err)
+		return
+	}
+	j.refreshApprovals(ctx)
+	reason := ""
+	if st.Result != nil && st.Result.Reason != "" {
+		reason = " (" + st.Result.Reason + ")"
+	}
+	fmt.Fprintf(j.out, "goal %s: %s%s\n", st.GoalID, strings.ReplaceAll(st.Status, "_", " "), reason)
+}
+
 // answer sends one typed line as the person's move or task result.
 func (j *chatJoiner) answer(ctx context.Context, line string) {
 	line = strings.TrimSpace(line)
 	if line == "" {
 		return
+	}
+	approving := isApproval(strings.TrimLeft(line, "#0123456789 "))
+	if line == "/list" || approving {
+		j.refreshApprovals(ctx) // answered elsewhere, or asked since
 	}
 	items := j.waiting()
 	if line == "/list" {
@@ -349,8 +462,8 @@ func (j *chatJoiner) answer(ctx context.Context, line string) {
 		}
 		return
 	}
-	pick := 0
-	if strings.HasPrefix(line, "#") {
+	pick, chosen := 0, strings.HasPrefix(line, "#")
+	if chosen {
 		num, rest, _ := strings.Cut(line[1:], " ")
 		n, err := strconv.Atoi(num)
 		if err != nil || n < 1 || n > len(items) {
@@ -367,7 +480,18 @@ func (j *chatJoiner) answer(ctx context.Context, line string) {
 		fmt.Fprintln(j.out, "! nothing waits on "+j.name+" now")
 		return
 	}
+	if approving && !chosen {
+		pick = slices.IndexFunc(items, func(w waitItem) bool { return w.goal != "" })
+		if pick < 0 {
+			fmt.Fprintln(j.out, "! no goal awaits "+j.name+"'s approval now")
+			return
+		}
+	}
 	w := items[pick]
+	if w.goal != "" || approving {
+		j.approve(ctx, w, line)
+		return
+	}
 	pc := j.chats[w.comm]
 	c := &pc.chat
 	var m protocol.AgentMessage

@@ -177,3 +177,36 @@ func TestChatJoinTakesOnlyAPerson(t *testing.T) {
 	j.waitFor(t, "! unknown command /foo; the commands: /list, /to NAME text, /conclude text, /fail why")
 	j.leave(t)
 }
+
+// A goal waiting for a person's approval says so, and how to answer, in
+// the live view, in goals get and in the person's chat session, where
+// /approve answers it.
+func TestApprovalWaitIsShownAndAnswered(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{})
+	alice := agentkit.Agent{Card: protocol.AgentCard{Name: "alice", Type: protocol.TypeHuman,
+		Description: "A person who reviews and approves results.", Capabilities: []string{"approve the result"}}}
+	s.RunAgents(t, nil, append(testAgents(), alice)...)
+	var sub protocol.SubmitReply
+	if err := bus.Request(t.Context(), s.Bus.Conn(), s.Bus.Subjects().Goal(bus.GoalSubmit),
+		protocol.GoalRequest{Goal: "Multiply 6 x 7", Team: []string{"multiplier"}, ApproveBy: "alice"}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	live := &stacktest.Buffer{}
+	go func() {
+		_, _ = followGoal(t.Context(), s.Bus.Conn(), s.Bus.Subjects(), sub.GoalID, live, renderOptions{})
+	}()
+	hint := "⏸ waiting for alice's approval: ioa goals approve " + sub.GoalID + " --as alice [--reject] [--note ...]"
+	stacktest.WaitFor(t, "the approval hint", func() bool { return strings.Contains(live.String(), hint) })
+
+	out, _, err := runCLI(t, newGoalsCmd(), "goals", "get", sub.GoalID, "--nats-url", s.URL)
+	if err != nil || !strings.Contains(out, "approve by:  alice (waiting: ioa goals approve "+sub.GoalID+" --as alice") {
+		t.Fatalf("goals get: %v\n%s", err, out)
+	}
+
+	j := startJoin(t, s.URL, "alice")
+	j.waitFor(t, ">> #1 approval, alice: goal "+sub.GoalID)
+	j.say(t, "/approve fine")
+	j.waitFor(t, "goal "+sub.GoalID+": concluded (approved by alice: fine)")
+	j.leave(t)
+	stacktest.WaitFor(t, "the outcome", func() bool { return strings.Contains(live.String(), "✔ concluded") })
+}

@@ -740,3 +740,56 @@ func TestUnknownSubcommand(t *testing.T) {
 		}
 	}
 }
+
+// `ioa config --check` reports a bad value and a misspelt built-in worker
+// in one run (it stopped at the first stage), and counts agents in words.
+func TestConfigCheckReportsEverythingAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	bad := write("bad.yaml", "limits: {max_turns: abc}\nagents:\n  - {name: calc, description: adds, worker: {kind: builtin, builtin: calculater}}\n")
+	_, _, err := runCLI(t, newConfigCmd(), "config", "--check", "--config", bad)
+	for _, want := range []string{`limits.max_turns: "abc" is not a whole number`, `agents[calc].worker.builtin: "calculater" is not a built-in worker`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("config --check: err = %v\nwant it to say %s", err, want)
+		}
+	}
+	one := write("one.yaml", "agents:\n  - {name: calc, description: adds, worker: {kind: builtin, builtin: calculator}}\n")
+	if out, _, err := runCLI(t, newConfigCmd(), "config", "--check", "--config", one); err != nil || out != "configuration OK (1 agent)\n" {
+		t.Errorf("one agent: %q, %v", out, err)
+	}
+}
+
+// Cancelling a goal that has ended says so; a search nobody matches well
+// enough says no agent would be picked; a URL that is no NATS URL is named
+// as such, not taken for a server that is down.
+func TestCancelEndedSearchWeakAndBadURL(t *testing.T) {
+	w := newCLIWorld(t, testAgents()...)
+	id := w.submit(t, protocol.GoalRequest{Goal: "Multiply 6 x 7", Team: []string{"multiplier"}})
+	if _, _, err := runCLI(t, newWatchCmd(), "watch", id, "--nats-url", w.url); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, newGoalsCmd(), "goals", "cancel", id, "--nats-url", w.url)
+	if err != nil || out != "goal "+id+" had already ended (concluded): nothing to cancel\n" {
+		t.Errorf("cancel an ended goal: %q, %v", out, err)
+	}
+
+	out, _, err = runCLI(t, newAgentsCmd(), "agents", "search", "fly to the moon", "--nats-url", w.url)
+	if err != nil || !regexp.MustCompile(`no agent matches well enough to be picked \(best match 0\.\d{3} < 0\.26, registry\.min_match\)`).MatchString(out) {
+		t.Errorf("weak search: %v\n%s", err, out)
+	}
+	out, _, _ = runCLI(t, newAgentsCmd(), "agents", "search", "multiply two numbers", "--nats-url", w.url)
+	if strings.Contains(out, "well enough") {
+		t.Errorf("a good match is noted as weak:\n%s", out)
+	}
+
+	_, _, err = runCLI(t, newGoalsCmd(), "goals", "ls", "--nats-url", "bogus://x")
+	if err == nil || !strings.Contains(err.Error(), `"bogus://x" is not a NATS URL`) || strings.Contains(err.Error(), "ioa serve") {
+		t.Errorf("bogus URL: %v", err)
+	}
+}

@@ -37,6 +37,7 @@ type clientConn struct {
 	nc   *nats.Conn
 	subj bus.Subjects
 	url  string
+	cfg  *configs.Config
 	id   auth.Identity // who the credentials speak for; the admin with none
 	// The server's permissions violations come apart from the request they
 	// refuse, which would only see no reply: requests in flight register
@@ -162,7 +163,7 @@ func dialClient(cmd *cobra.Command) (*clientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &clientConn{subj: subj, url: url, id: id}
+	c := &clientConn{subj: subj, url: url, cfg: cfg, id: id}
 	opts := append([]nats.Option{nats.Name("ioa-cli"), nats.Timeout(clientConnectTimeout),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {

@@ -131,6 +131,7 @@ func writeGoalStatus(w io.Writer, p palette, st protocol.GoalStatus) {
 		row("outcome:", outcomeText(p, st.Outcome))
 	}
 	row("launcher:", st.Launcher)
+	row("approve by:", approverText(p, st))
 	row("team:", strings.Join(st.Team, ", "))
 	row("chat:", st.CommID)
 	if st.ParentGoalID != "" {
@@ -160,10 +161,22 @@ func writeGoalStatus(w io.Writer, p palette, st protocol.GoalStatus) {
 	}
 }
 
+// approverText is who must approve the goal's conclusion and, while the
+// goal waits for them, how they answer.
+func approverText(p palette, st protocol.GoalStatus) string {
+	if st.ApproveBy == "" || st.Status != protocol.GoalAwaitingApproval {
+		return st.ApproveBy
+	}
+	return st.ApproveBy + p.yellow(" (waiting: ioa goals approve "+st.GoalID+" --as "+st.ApproveBy+" [--reject] [--note ...])")
+}
+
 func newGoalsCancelCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "cancel ID",
-		Short:   "Cancel a goal and its whole tree of sub-goals",
+		Use:   "cancel ID",
+		Short: "Cancel a goal and its whole tree of sub-goals",
+		Long: `cancel stops a goal that is running (or awaiting approval) and its whole tree
+of sub-goals. A goal that has already ended is left as it ended: the command
+says so and exits 0, as it does after cancelling.`,
 		Example: `  ioa goals cancel gt9p58vfnxyks`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -175,8 +188,16 @@ func newGoalsCancelCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			req := protocol.GoalIDRequest{GoalID: args[0]}
 			var st protocol.GoalStatus
-			err = c.request(cmd.Context(), c.goalSubject(bus.GoalCancel), protocol.GoalIDRequest{GoalID: args[0]}, &st)
+			// Asked first: the cancel's reply alone does not tell a goal
+			// it ended from one that had ended before.
+			err = c.request(cmd.Context(), c.goalSubject(bus.GoalGet), req, &st)
+			if err == nil && protocol.GoalEnded(st.Status) {
+				fmt.Fprintf(cmd.OutOrStdout(), "goal %s had already ended (%s): nothing to cancel\n", st.GoalID, strings.ReplaceAll(st.Status, "_", " "))
+				return nil
+			}
+			err = c.request(cmd.Context(), c.goalSubject(bus.GoalCancel), req, &st)
 			if err != nil {
 				if errors.Is(err, protocol.ErrNotFound) {
 					return fmt.Errorf("no goal %s", args[0])

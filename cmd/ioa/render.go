@@ -229,6 +229,8 @@ func (r *goalRenderer) event(ctx context.Context, g *goalView, data []byte) (pro
 		if ev.Child != "" && r.goals[ev.Child] == nil {
 			r.subgoal(ctx, g, ev.Child)
 		}
+	case protocol.EventApprovalRequested:
+		r.approvalWait(ctx, g)
 	case protocol.EventConcluded, protocol.EventFailed, protocol.EventCancelled, protocol.EventTimedOut:
 		res := protocol.GoalResult{GoalID: g.id, Status: ev.Kind}
 		if ev.Result != nil {
@@ -242,6 +244,26 @@ func (r *goalRenderer) event(ctx context.Context, g *goalView, data []byte) (pro
 		r.subOutcome(g, res)
 	}
 	return protocol.GoalResult{}, false
+}
+
+// approvalWait says that the goal waits for a person and how they answer:
+// the stream goes quiet until then, which looked like a hang. Quiet output
+// shows it too, since nothing else would explain the wait.
+func (r *goalRenderer) approvalWait(ctx context.Context, g *goalView) {
+	if r.opt.JSON {
+		return
+	}
+	st, _ := r.describe(ctx, g.id)
+	r.line(g, "%s %s", r.pal.yellow("⏸"), approvalHint(g.id, st.ApproveBy))
+}
+
+// approvalHint is the wait for a person's approval and the command that
+// answers it.
+func approvalHint(goalID, person string) string {
+	if person == "" {
+		return fmt.Sprintf("waiting for approval: ioa goals approve %s [--reject] [--note ...]", goalID)
+	}
+	return fmt.Sprintf("waiting for %s's approval: ioa goals approve %s --as %s [--reject] [--note ...]", person, goalID, person)
 }
 
 func (r *goalRenderer) message(g *goalView, m protocol.AgentMessage) {

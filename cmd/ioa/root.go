@@ -106,7 +106,7 @@ func newConfigCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "configuration OK (%d agents)\n", len(c.Agents))
+			fmt.Fprintf(cmd.OutOrStdout(), "configuration OK (%s)\n", plural(len(c.Agents), "agent"))
 			return nil
 		},
 	}
@@ -120,24 +120,20 @@ func newConfigCmd() *cobra.Command {
 // package does not know: a misspelt one used to pass `ioa config --check`
 // and stop `ioa serve` only after NATS and the registry had started.
 func loadConfig(cmd *cobra.Command) (*configs.Config, error) {
-	c, err := configs.Load(cmd.Flags())
-	if err != nil {
-		return nil, err
-	}
-	var bad []string
-	for _, a := range c.Agents {
+	return configs.Load(cmd.Flags(), checkBuiltins)
+}
+
+// checkBuiltins names the built-in workers the configuration asks for that
+// this binary does not have.
+func checkBuiltins(c *configs.Config) []configs.Problem {
+	var bad []configs.Problem
+	for i, a := range c.Agents {
 		if a.Worker.Kind == "builtin" && a.Worker.Builtin != "" && !builtin.Has(a.Worker.Builtin) {
-			bad = append(bad, fmt.Sprintf("agents[%s].worker.builtin: %q is not a built-in worker (have %s)", a.Name, a.Worker.Builtin, strings.Join(builtin.Names(), ", ")))
+			bad = append(bad, configs.Problem{Key: c.AgentKey(i) + ".worker.builtin",
+				Msg: fmt.Sprintf("%q is not a built-in worker (have %s)", a.Worker.Builtin, strings.Join(builtin.Names(), ", "))})
 		}
 	}
-	if len(bad) > 0 {
-		where := ""
-		if c.File != "" {
-			where = " in " + c.File
-		}
-		return nil, fmt.Errorf("invalid configuration%s:\n  %s", where, strings.Join(bad, "\n  "))
-	}
-	return c, nil
+	return bad
 }
 
 func newLogger(c *configs.Config) *slog.Logger {
