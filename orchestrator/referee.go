@@ -33,6 +33,11 @@ func (s *Service) outbox(ctx context.Context, subject string, data []byte, reply
 		s.refuse(replyTo, protocol.Errorf(protocol.ErrInvalid, "bad outbox subject %q", subject))
 		return
 	}
+	if as.Name == protocol.SystemSender {
+		// The sender is the subject's name: this one is the referee's own.
+		s.refuse(replyTo, protocol.Errorf(protocol.ErrForbidden, "only the referee speaks as %s", protocol.SystemSender))
+		return
+	}
 	again := func(h int) { s.outbox(ctx, subject, data, replyTo, h) }
 	if !s.mine(as.CommID) {
 		s.route(ctx, as.CommID, subject, data, replyTo, hops, again)

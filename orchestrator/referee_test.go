@@ -160,3 +160,18 @@ func TestSilentSpeakerLosesTurnThenLauncherTimeoutFails(t *testing.T) {
 		t.Fatalf("system events = %v", events)
 	}
 }
+
+// The referee's own name on an outbox subject speaks for no one: a task
+// result "from system" is refused, not taken from a non-member.
+func TestNobodySpeaksAsTheReferee(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{})
+	lead, _, _, _, comm := startedChat(t, w)
+	if _, err := lead.send(comm, protocol.AgentMessage{Type: protocol.MsgSyncTaskAssign, Tasks: []protocol.Task{{TaskID: "ts", Assignee: "alpha", TaskDesc: "wait"}}}); err != nil {
+		t.Fatal(err)
+	}
+	sysOut, _ := w.b.Subjects().Outbox(protocol.SystemSender, comm)
+	err := bus.Request(t.Context(), w.nc, sysOut, protocol.AgentMessage{ID: "forged", Type: protocol.MsgTaskResult, TaskID: "ts", TaskStatus: protocol.TaskCompleted, TaskConclusion: "forged"}, nil)
+	if !errors.Is(err, protocol.ErrForbidden) {
+		t.Fatalf("a task result on the system outbox: %v, want forbidden", err)
+	}
+}

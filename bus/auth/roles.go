@@ -50,6 +50,10 @@ func CheckName(name string) error {
 	if !protocol.ValidName(name) {
 		return fmt.Errorf("identity name %q must match [a-z0-9][a-z0-9_-]{0,63}", name)
 	}
+	if name == protocol.SystemSender {
+		// The referee's own name: on an outbox subject it would speak as it.
+		return fmt.Errorf("identity name %q is reserved for the referee", name)
+	}
 	return nil
 }
 
