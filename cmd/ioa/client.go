@@ -171,6 +171,16 @@ func dialClient(cmd *cobra.Command) (*clientConn, error) {
 				return
 			}
 			fmt.Fprintf(os.Stderr, "ioa: nats: %v\n", err)
+		}),
+		// A command following a goal would otherwise sit silent while the
+		// server is away: say so, and when it is back.
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "ioa: lost the connection to NATS at %s (%v); reconnecting…\n", url, err)
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) {
+			fmt.Fprintf(os.Stderr, "ioa: reconnected to NATS at %s\n", url)
 		})}, copts...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
