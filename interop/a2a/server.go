@@ -291,6 +291,9 @@ func (s *Server) serveAgentList(w http.ResponseWriter, r *http.Request) {
 		Agents []entry `json:"agents"`
 	}{Agents: []entry{}}
 	for _, a := range list.Agents {
+		if a.Name == s.cfg.Coordinator {
+			continue // it has no card of its own (AgentCard)
+		}
 		out.Agents = append(out.Agents, entry{a.Name, a.Description, a.Online, s.cfg.BaseURL + "/agents/" + a.Name + a2asrv.WellKnownAgentCardPath})
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -515,7 +518,8 @@ func (e *executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 			}
 		case protocol.EventTaskDone:
 			if t := ev.Task; t != nil && ev.Message != nil {
-				return status(a2a.TaskStateWorking, fmt.Sprintf("task %s by %s %s: %s", t.TaskID, t.Assignee, ev.Message.Status, clip(ev.Message.Content, 2000)), false)
+				// A task result's status and answer are its task_* fields.
+				return status(a2a.TaskStateWorking, fmt.Sprintf("task %s by %s %s: %s", t.TaskID, t.Assignee, ev.Message.TaskStatus, clip(ev.Message.TaskConclusion, 2000)), false)
 			}
 		}
 		if !working && ev.Kind == protocol.EventAccepted {

@@ -154,6 +154,7 @@ func TestFrontDoorCardsAndGoals(t *testing.T) {
 	// The streaming form: submitted, working, the conclusion, completed.
 	var states []sdk.TaskState
 	var artifact string
+	var taskDone bool // the task's update says who did it, how, and its answer
 	for ev, err := range c.SendStreamingMessage(t.Context(), userMessage("Double the word tock.")) {
 		if err != nil {
 			t.Fatal(err)
@@ -165,12 +166,18 @@ func TestFrontDoorCardsAndGoals(t *testing.T) {
 			if len(states) == 0 || states[len(states)-1] != ev.Status.State {
 				states = append(states, ev.Status.State)
 			}
+			if msg := a2a.MessageText(ev.Status.Message); strings.HasPrefix(msg, "task ") && strings.Contains(msg, " by doubler completed: ") && strings.Contains(msg, "tocktock") {
+				taskDone = true
+			}
 		case *sdk.TaskArtifactUpdateEvent:
 			artifact = a2a.MessageText(&sdk.Message{Parts: ev.Artifact.Parts})
 		}
 	}
 	if want := []sdk.TaskState{sdk.TaskStateSubmitted, sdk.TaskStateWorking, sdk.TaskStateCompleted}; !slices.Equal(states, want) || !strings.Contains(artifact, "tocktock") {
 		t.Errorf("streamed states %v, artifact %q; want %v and tocktock", states, artifact, want)
+	}
+	if !taskDone {
+		t.Error(`no status update "task tN by doubler completed: …tocktock"`)
 	}
 
 	// One card per agent; its messages go to that agent's team.
@@ -362,6 +369,17 @@ func TestFrontDoorWire(t *testing.T) {
 		if status, _ := post(t, base+"/agents/"+name+"/a2a", doorToken, example); status != 404 {
 			t.Errorf("%s endpoint: %d", name, status)
 		}
+	}
+	// The list of agents offers only cards that exist: not the coordinator's.
+	resp, err := http.Get(base + "/agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Agents []struct{ Name, Card string } }
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || len(list.Agents) == 0 || slices.ContainsFunc(list.Agents, func(a struct{ Name, Card string }) bool { return a.Name == "coordinator" }) {
+		t.Errorf("GET /agents: %+v %v; want agents, without the coordinator", list, err)
 	}
 }
 
