@@ -199,6 +199,11 @@ func (s *Server) serveCancel(w http.ResponseWriter, r *http.Request) {
 		writeServiceError(w, err)
 		return
 	}
+	if protocol.GoalEnded(g.Status) && g.Status != protocol.GoalCancelled {
+		// Nothing was cancelled: say so, as approving an ended goal does.
+		writeError(w, http.StatusConflict, "conflict", fmt.Sprintf("goal %s had already ended (%s): nothing to cancel", id, g.Status))
+		return
+	}
 	writeJSON(w, http.StatusOK, g)
 }
 

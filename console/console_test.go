@@ -208,6 +208,27 @@ func TestViewerIsReadOnly(t *testing.T) {
 			t.Errorf("viewer POST %s: %d, want 403", p, code)
 		}
 	}
+	// A wrong token is told so, not served as a viewer's.
+	if code, out := e.call(t, "GET", "/api/goals", "wrong", nil); code != 401 || errCode(out) != "unauthorized" {
+		t.Errorf("GET with a wrong token: %d %v, want 401", code, out)
+	}
+	if code, out := e.call(t, "POST", "/api/goals", "wrong", map[string]string{"goal": "x"}); code != 401 {
+		t.Errorf("POST with a wrong token: %d %v, want 401", code, out)
+	}
+	// Cancelling a goal that has ended cancels nothing: 409.
+	var st protocol.GoalStatus
+	waitEnded := func() bool {
+		_, g := e.call(t, "GET", "/api/goals/"+id, token, nil)
+		st.Status, _ = g["status"].(string)
+		return protocol.GoalEnded(st.Status)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !waitEnded() && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	}
+	if code, out := e.call(t, "POST", "/api/goals/"+id+"/cancel", token, map[string]string{}); st.Status == protocol.GoalConcluded && (code != 409 || errCode(out) != "conflict") {
+		t.Errorf("cancel of a %s goal: %d %v, want 409", st.Status, code, out)
+	} else if st.Status != protocol.GoalConcluded {
+		t.Errorf("goal %s is %s, want concluded", id, st.Status)
+	}
 }
 
 func TestBadInput(t *testing.T) {

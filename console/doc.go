@@ -37,7 +37,8 @@
 // Config.ViewWithoutLogin is set (ioa serve sets it on a loopback address),
 // and is refused with 401 otherwise. The token comes as a bearer header,
 // or as the cookie that POST /api/login (the login form) or opening
-// /?token=... sets (HttpOnly, SameSite=Strict). Writes need a JSON body or
+// /?token=... sets (HttpOnly, SameSite=Strict). A bearer header with a
+// token that is not the console's gets 401, not a viewer's answer. Writes need a JSON body or
 // none, so a cross-site form cannot post. Errors are JSON,
 // {"error":{"code","message"}}, with the HTTP status of the code.
 //
@@ -50,7 +51,7 @@
 //	GET  /goals?status&offset&limit    goal.list, one page, newest first; "more" says if another follows
 //	POST /goals {"goal","team","timeout"}          goal.submit → 202 {"goal_id","status"}
 //	GET  /goals/{id}                   goal.get
-//	POST /goals/{id}/cancel            goal.cancel
+//	POST /goals/{id}/cancel            goal.cancel; 409 when the goal had already ended otherwise
 //	POST /goals/{id}/say {"as","type","content","next_speaker","seen_seq"} a person's turn move
 //	POST /goals/{id}/tasks/{task}/result {"status","conclusion"}      a person's task result
 //	GET  /goals/{id}/live              SSE: goal, result, message, chat (ChatState) events

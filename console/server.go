@@ -159,8 +159,27 @@ func (s *Server) anonymous() Role {
 	return RoleNone
 }
 
+// wrongBearer says whether the request carries an Authorization token that
+// is not the console's: a client sending one means to log in, and is told
+// it failed rather than served as a viewer (or refused as one). A stale
+// cookie is not checked: the page then shows its login.
+func (s *Server) wrongBearer(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	if s.cfg.Token == "" || h == "" {
+		return false
+	}
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	return !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.cfg.Token)) != 1
+}
+
+const wrongTokenMsg = "the Authorization token is not this console's: use the console token that ioa serve printed (Authorization: Bearer TOKEN)"
+
 func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if s.wrongBearer(r) {
+			writeError(w, http.StatusUnauthorized, "unauthorized", wrongTokenMsg)
+			return
+		}
 		if s.RoleOf(r) == RoleNone {
 			writeError(w, http.StatusUnauthorized, "unauthorized", "log in with the console token that ioa serve printed (Authorization: Bearer TOKEN)")
 			return
@@ -171,6 +190,10 @@ func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
 
 func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if s.wrongBearer(r) {
+			writeError(w, http.StatusUnauthorized, "unauthorized", wrongTokenMsg)
+			return
+		}
 		switch s.RoleOf(r) {
 		case RoleNone:
 			writeError(w, http.StatusUnauthorized, "unauthorized", "log in with the console token that ioa serve printed (Authorization: Bearer TOKEN)")
