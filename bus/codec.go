@@ -71,7 +71,7 @@ func (c Codec) decode(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return protocol.Errorf(protocol.ErrInvalid, "field %q: got %s, want %s", te.Field, jsonKind(te.Value), wantKind(te.Type))
+			return protocol.Errorf(protocol.ErrInvalid, "field %q: got %s, want %s", te.Field, jsonKind(te.Value), WantKind(te.Type))
 		}
 		return protocol.Errorf(protocol.ErrInvalid, "%v", err)
 	}
@@ -108,9 +108,10 @@ func jsonKind(value string) string {
 	}
 }
 
-// wantKind names the JSON a Go type is decoded from, in the sender's terms
-// (not "uint64" or "*protocol.Duration").
-func wantKind(t reflect.Type) string {
+// WantKind names the JSON a Go type is decoded from, in the sender's terms
+// (not "uint64" or "*protocol.Duration"): "a whole number", "an array of
+// strings", `a duration string such as "90s" or "2m"`.
+func WantKind(t reflect.Type) string {
 	if t == nil {
 		return "another kind of value"
 	}
@@ -132,6 +133,10 @@ func wantKind(t reflect.Type) string {
 	case reflect.Bool:
 		return "a boolean"
 	case reflect.Slice, reflect.Array:
+		elem := strings.TrimPrefix(strings.TrimPrefix(WantKind(t.Elem()), "a "), "an ")
+		if !strings.Contains(elem, " ") { // "strings", "objects"; not "whole numbers of 0 or mores"
+			return "an array of " + elem + "s"
+		}
 		return "an array"
 	case reflect.Struct, reflect.Map:
 		return "an object"

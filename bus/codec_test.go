@@ -55,7 +55,7 @@ func TestCodecRejectsWhatProtocolForbids(t *testing.T) {
 		`{"limit":99999999999999999999}`: `field "limit": got a number out of range, want a whole number`,
 		`{"seq":-1}`:                     `field "seq": got a number, want a whole number of 0 or more`,
 		`{"every":30}`:                   `field "every": got a number, want a duration string such as "90s" or "2m"`,
-		`{"tags":"x"}`:                   `field "tags": got a string, want an array`,
+		`{"tags":"x"}`:                   `field "tags": got a string, want an array of strings`,
 		"{\"name\":\"a\tb\"}":            `a string holds a raw control character (a tab or a line break): write it escaped, as \t or \n`,
 	} {
 		var v struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/bus"
 )
 
 // goalRequest builds the request from the file and the text arguments; the
@@ -143,34 +144,11 @@ func fieldProblem(k string, t reflect.Type, raw json.RawMessage, err error) erro
 			k = te.Field // a field inside an object, such as parent.goal_id
 			t = te.Type
 		}
-		return fmt.Errorf("%q must be %s, not %s", k, jsonWant(t), jsonValueKind(te.Value))
+		return fmt.Errorf("%q must be %s, not %s", k, bus.WantKind(t), jsonValueKind(te.Value))
 	}
 	// A value of the right kind that its type refuses: a duration string
 	// that is no duration.
-	return fmt.Errorf("%q must be %s, not %s", k, jsonWant(t), raw)
-}
-
-// jsonWant names the JSON a Go type takes, in a user's words.
-func jsonWant(t reflect.Type) string {
-	if t == reflect.TypeFor[protocol.Duration]() {
-		return `a duration string such as "90s" or "2m"`
-	}
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Slice, reflect.Array:
-		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(jsonWant(t.Elem()), "a "), "an ") + "s"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a whole number"
-	}
-	return "a number"
+	return fmt.Errorf("%q must be %s, not %s", k, bus.WantKind(t), raw)
 }
 
 // jsonValueKind names a JSON value as the decoder describes it ("string",
