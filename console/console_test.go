@@ -264,12 +264,25 @@ func TestBadInput(t *testing.T) {
 		{"GET", "/api/search?q=add&limit=1000", nil, 400, "invalid"},
 		{"GET", "/api/agents?limit=x", nil, 400, "invalid"},
 		{"GET", "/api/nothing-here", nil, 404, "not_found"},
+		{"DELETE", "/api/goals/gnosuchgoal00", nil, 405, "invalid"},
+		{"GET", "/api/goals/gnosuchgoal00/cancel", nil, 405, "invalid"},
+		{"PUT", "/api/goals", nil, 405, "invalid"},
 	}
 	for _, c := range cases {
 		code, out := e.call(t, c.method, c.path, "", c.body)
 		if code != c.status || errCode(out) != c.code {
 			t.Errorf("%s %s: %d %v, want %d %s", c.method, c.path, code, out, c.status, c.code)
 		}
+	}
+	// A wrong method says which ones the path takes.
+	req, _ := http.NewRequestWithContext(t.Context(), "PUT", e.srv.URL+"/api/goals", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if allow := resp.Header.Get("Allow"); resp.StatusCode != 405 || allow != "GET, POST" {
+		t.Errorf("PUT /api/goals: %d, Allow %q; want 405 and GET, POST", resp.StatusCode, allow)
 	}
 }
 

@@ -40,7 +40,8 @@
 // /?token=... sets (HttpOnly, SameSite=Strict). A bearer header with a
 // token that is not the console's gets 401, not a viewer's answer. Writes need a JSON body or
 // none, so a cross-site form cannot post. Errors are JSON,
-// {"error":{"code","message"}}, with the HTTP status of the code.
+// {"error":{"code","message"}}, with the HTTP status of the code; a path the
+// API has, asked with another method, gets 405 and an Allow header.
 //
 // The JSON API (all under /api):
 //

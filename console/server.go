@@ -112,9 +112,28 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /api/live", s.read(s.serveGoalsLive))
 	s.mux.HandleFunc("GET /api/people", s.read(s.servePeople))
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := s.allowed(r); len(allow) > 0 {
+			// This catch-all hides the mux's own 405 for a known path.
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, "invalid", fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API %s %s", r.Method, r.URL.Path))
 	})
 	return s, nil
+}
+
+// allowed lists the methods the API answers on r's path, if any.
+func (s *Server) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/api/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Routes lists the patterns the console answers, for a mux that also
