@@ -148,7 +148,7 @@ func (s Subjects) AllOpenChats() string { return s.prefix + ".agent.*.chats" }
 
 // AgentInboxes matches all chat inboxes of one agent.
 func (s Subjects) AgentInboxes(name string) (string, error) {
-	if err := protocol.CheckName("agent", name); err != nil {
+	if err := checkAgent(name); err != nil {
 		return "", err
 	}
 	return s.prefix + ".agent." + name + ".in.*", nil
@@ -160,8 +160,23 @@ func (s Subjects) AllOutboxes() string { return s.prefix + ".agent.*.out.*" }
 // AllHistory matches every agent's history requests.
 func (s Subjects) AllHistory() string { return s.prefix + ".agent.*.history.*" }
 
-func (s Subjects) agent(name, kind, commID string) (string, error) {
+// checkAgent checks the name token of an agent subject: a legal agent name,
+// and not protocol.SystemSender. The referee stamps the sender from an
+// outbox subject's name, so an outbox under its own name would speak as the
+// referee; the referee writes its messages to the log directly and has no
+// agent subjects.
+func checkAgent(name string) error {
 	if err := protocol.CheckName("agent", name); err != nil {
+		return err
+	}
+	if name == protocol.SystemSender {
+		return protocol.Errorf(protocol.ErrForbidden, "agent name %q is reserved for the referee", name)
+	}
+	return nil
+}
+
+func (s Subjects) agent(name, kind, commID string) (string, error) {
+	if err := checkAgent(name); err != nil {
 		return "", err
 	}
 	subj := s.prefix + ".agent." + name + "." + kind
@@ -182,7 +197,8 @@ type AgentSubject struct {
 }
 
 // ParseAgent parses an agent subject under this prefix; the referee uses it
-// to stamp the sender from the subject rather than the body.
+// to stamp the sender from the subject rather than the body. A subject named
+// for the referee (protocol.SystemSender) gets ErrForbidden, whatever its kind.
 func (s Subjects) ParseAgent(subject string) (AgentSubject, error) {
 	rest, ok := strings.CutPrefix(subject, s.prefix+".agent.")
 	if !ok {
@@ -200,6 +216,9 @@ func (s Subjects) ParseAgent(subject string) (AgentSubject, error) {
 	}
 	if !protocol.ValidName(a.Name) || (len(toks) == 3 && !protocol.ValidID(a.CommID)) {
 		return AgentSubject{}, protocol.Errorf(protocol.ErrInvalid, "subject %q has an invalid name or id", subject)
+	}
+	if err := checkAgent(a.Name); err != nil {
+		return AgentSubject{}, err
 	}
 	return a, nil
 }

@@ -1,9 +1,11 @@
 package bus_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/internal/fuzzworker"
 )
@@ -60,9 +62,36 @@ func TestSubjectBuilders(t *testing.T) {
 	}
 }
 
+// The referee's own name is no agent's: no agent subject of any kind is
+// built or parsed for it (on an outbox it would speak as the referee).
+func TestSubjectsRefuseTheRefereesName(t *testing.T) {
+	s, _ := bus.NewSubjects("ioa")
+	sys := protocol.SystemSender
+	for what, build := range map[string]func() (string, error){
+		"Outbox":             func() (string, error) { return s.Outbox(sys, "c1") },
+		"Inbox":              func() (string, error) { return s.Inbox(sys, "c1") },
+		"History":            func() (string, error) { return s.History(sys, "c1") },
+		"OpenChats":          func() (string, error) { return s.OpenChats(sys) },
+		"AgentInboxes":       func() (string, error) { return s.AgentInboxes(sys) },
+		"AgentLaunchSubject": func() (string, error) { return s.AgentLaunchSubject(sys) },
+		"AgentInviteSubject": func() (string, error) { return s.AgentInviteSubject(sys) },
+	} {
+		if subj, err := build(); !errors.Is(err, protocol.ErrForbidden) {
+			t.Errorf("%s(%q) = %q, %v; want forbidden", what, sys, subj, err)
+		}
+	}
+	for _, subj := range []string{"ioa.agent.system.out.c1", "ioa.agent.system.in.c1", "ioa.agent.system.history.c1",
+		"ioa.agent.system.chats", "ioa.agent.system.launch", "ioa.agent.system.invite"} {
+		a, err := s.ParseAgent(subj)
+		if !errors.Is(err, protocol.ErrForbidden) || !strings.Contains(err.Error(), "reserved for the referee") {
+			t.Errorf("ParseAgent(%q) = %+v, %v; want forbidden: reserved for the referee", subj, a, err)
+		}
+	}
+}
+
 func FuzzSubjects(f *testing.F) {
 	fuzzworker.Capture(f)
-	for _, s := range [][2]string{{"alice", "c1"}, {"a.b", "c"}, {"a", "*"}, {"x", ">"}, {"ünï", "c"}, {"a", "b c"}} {
+	for _, s := range [][2]string{{"alice", "c1"}, {"a.b", "c"}, {"a", "*"}, {"x", ">"}, {"ünï", "c"}, {"a", "b c"}, {"system", "c1"}} {
 		f.Add(s[0], s[1])
 	}
 	s, _ := bus.NewSubjects("ioa")

@@ -28,14 +28,14 @@ func (s *Service) handleOutbox(ctx context.Context, r micro.Request) {
 // instance owns its chat, else at the owner (route). hops counts the times
 // it was forwarded already.
 func (s *Service) outbox(ctx context.Context, subject string, data []byte, replyTo string, hops int) {
+	// ParseAgent's errors say what is wrong, the referee's own name
+	// (forbidden) included: the sender is the subject's name.
 	as, err := s.subj.ParseAgent(subject)
-	if err != nil || as.Kind != bus.AgentOut || as.CommID == "" {
-		s.refuse(replyTo, protocol.Errorf(protocol.ErrInvalid, "bad outbox subject %q", subject))
-		return
+	if err == nil && (as.Kind != bus.AgentOut || as.CommID == "") {
+		err = protocol.Errorf(protocol.ErrInvalid, "bad outbox subject %q", subject)
 	}
-	if as.Name == protocol.SystemSender {
-		// The sender is the subject's name: this one is the referee's own.
-		s.refuse(replyTo, protocol.Errorf(protocol.ErrForbidden, "only the referee speaks as %s", protocol.SystemSender))
+	if err != nil {
+		s.refuse(replyTo, err)
 		return
 	}
 	again := func(h int) { s.outbox(ctx, subject, data, replyTo, h) }
@@ -736,8 +736,11 @@ func fitPage(msgs []protocol.AgentMessage, budget int) []protocol.AgentMessage {
 // chat). Asking the others waits, so it runs beside the endpoint.
 func (s *Service) handleOpenChats(ctx context.Context, r micro.Request) {
 	as, err := s.subj.ParseAgent(r.Subject())
-	if err != nil || as.Kind != bus.AgentChats {
-		_ = bus.RespondError(r, protocol.Errorf(protocol.ErrInvalid, "bad subject %q", r.Subject()))
+	if err == nil && as.Kind != bus.AgentChats {
+		err = protocol.Errorf(protocol.ErrInvalid, "bad subject %q", r.Subject())
+	}
+	if err != nil {
+		_ = bus.RespondError(r, err)
 		return
 	}
 	if !s.reads.acquire(as.Name) {

@@ -6,7 +6,8 @@ package protocol
 // CPU).
 
 // SystemSender is the sender the referee stamps on the messages it writes
-// itself. No agent may register under this name.
+// itself. No agent may register under this name (AgentCard.Validate), and
+// no agent subject is built or parsed for it (bus.Subjects).
 const SystemSender = "system"
 
 // ValidName reports whether s is a legal agent name.

@@ -20,7 +20,7 @@ func TestValidName(t *testing.T) {
 		{"alice", true},
 		{"0agent", true},
 		{"web-search_2", true},
-		{"system", true}, // a valid name; reserved by AgentCard.Validate and the FSM
+		{"system", true}, // a valid name; reserved by AgentCard.Validate, the FSM and bus.Subjects
 		{strings.Repeat("a", 64), true},
 		{strings.Repeat("a", 65), false},
 		{"", false},

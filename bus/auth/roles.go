@@ -51,7 +51,9 @@ func CheckName(name string) error {
 		return fmt.Errorf("identity name %q must match [a-z0-9][a-z0-9_-]{0,63}", name)
 	}
 	if name == protocol.SystemSender {
-		// The referee's own name: on an outbox subject it would speak as it.
+		// The referee's own name: the runtime refuses every agent subject
+		// under it (bus.Subjects.ParseAgent), so say so when issuing, not
+		// at the first message.
 		return fmt.Errorf("identity name %q is reserved for the referee", name)
 	}
 	return nil
