@@ -220,6 +220,12 @@ func TestSubmitForms(t *testing.T) {
 			t.Errorf("submit %q: %v", body, err)
 		}
 	}
+	// A JSON scalar is named in the refusal.
+	for body, kind := range map[string]string{" 42 ": "JSON number", "-1.5e3": "JSON number", "true": "JSON boolean"} {
+		if err := requestJSON(t, w, "goal.submit", []byte(body), nil); err == nil || !strings.Contains(err.Error(), "body is a "+kind) {
+			t.Errorf("submit %q: %v, want it to say %q", body, err, kind)
+		}
+	}
 	if err := requestJSON(t, w, "goal.list", protocol.GoalListRequest{Status: "weird"}, nil); !errors.Is(err, protocol.ErrInvalid) {
 		t.Errorf("list weird: %v", err)
 	}

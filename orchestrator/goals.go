@@ -92,15 +92,15 @@ func (s *Service) decodeGoalRequest(data []byte) (protocol.GoalRequest, error) {
 	if !utf8.Valid(trimmed) {
 		return req, protocol.Errorf(protocol.ErrInvalid, "goal is not valid UTF-8")
 	}
-	switch {
+	switch scalar := jsonScalar(trimmed); {
 	case trimmed[0] == '[' && json.Valid(trimmed):
 		// A list of goals, or a request in the wrong shape: taken as text,
 		// "[1,2]" was a goal no agent could make sense of.
 		return req, protocol.Errorf(protocol.ErrInvalid, "body is a JSON array: send one goal as text or as {\"goal\":\"...\"}")
-	case jsonScalar(trimmed) != "":
+	case scalar != "":
 		// "42" or "true": JSON, but no goal; taken as text, no agent could
 		// make sense of it, and the same mistake as an array.
-		return req, protocol.Errorf(protocol.ErrInvalid, "body is a JSON %s: send the goal as text or as {\"goal\":\"...\"}", jsonScalar(trimmed))
+		return req, protocol.Errorf(protocol.ErrInvalid, "body is a JSON %s: send the goal as text or as {\"goal\":\"...\"}", scalar)
 	case trimmed[0] == '"' && json.Unmarshal(trimmed, &req.Goal) == nil:
 		// A goal sent as a JSON string ('"Convert 5 km to miles"') is its text.
 	default:
