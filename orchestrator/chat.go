@@ -302,16 +302,25 @@ type chatTail struct {
 // subject with direct gets (next message by subject), which costs one
 // request per message and creates no consumer.
 func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit int) ([]protocol.AgentMessage, chatTail, error) {
+	msgs, _, tail, err := s.readChatSized(ctx, comm, after, limit)
+	return msgs, tail, err
+}
+
+// readChatSized is readChat that also returns the size of each message's
+// logged bytes: the referee logs a message as bus.Encode makes it, so it
+// is the size of the message in a reply, and a history page is cut by it
+// without encoding the messages again.
+func (s *Service) readChatSized(ctx context.Context, comm string, after uint64, limit int) ([]protocol.AgentMessage, []int, chatTail, error) {
 	subject, err := s.subj.Chat(comm)
 	if err != nil {
-		return nil, chatTail{}, err
+		return nil, nil, chatTail{}, err
 	}
 	last, err := s.chats.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, chatTail{}, nil
+		return nil, nil, chatTail{}, nil
 	}
 	if err != nil {
-		return nil, chatTail{}, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
+		return nil, nil, chatTail{}, protocol.Errorf(protocol.ErrUnavailable, "read chat %s: %v", comm, err)
 	}
 	tail := chatTail{StreamSeq: last.Sequence}
 	// When the last entry is foreign, the last own one is found by reading
@@ -321,7 +330,7 @@ func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit
 	if tailKnown {
 		tail.Seq = lastMsg.Seq
 		if after >= tail.Seq {
-			return nil, tail, nil
+			return nil, nil, tail, nil
 		}
 	}
 	seq := uint64(1)
@@ -330,17 +339,18 @@ func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit
 	}
 	if tailKnown && after >= seekAfter {
 		if seq, err = s.seekChat(ctx, comm, subject, seq, last.Sequence, after); err != nil {
-			return nil, chatTail{}, err
+			return nil, nil, chatTail{}, err
 		}
 	}
 	var (
-		out  []protocol.AgentMessage
-		prev uint64 // seq of the last own entry read
+		out   []protocol.AgentMessage
+		sizes []int  // len of each out message's logged bytes
+		prev  uint64 // seq of the last own entry read
 	)
 	for seq <= last.Sequence {
 		raw, err := s.chats.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if err != nil {
-			return nil, chatTail{}, protocol.Errorf(protocol.ErrUnavailable, "read chat %s at %d: %v", comm, seq, err)
+			return nil, nil, chatTail{}, protocol.Errorf(protocol.ErrUnavailable, "read chat %s at %d: %v", comm, seq, err)
 		}
 		seq = raw.Sequence + 1
 		am, why := s.verify(comm, raw)
@@ -357,12 +367,13 @@ func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit
 		}
 		if am.Seq > after && (limit <= 0 || len(out) < limit) {
 			out = append(out, am)
+			sizes = append(sizes, len(raw.Data))
 		}
 		if limit > 0 && len(out) >= limit && tailKnown {
 			break
 		}
 	}
-	return out, tail, nil
+	return out, sizes, tail, nil
 }
 
 // seekAfter is the chat seq from which readChat looks for its starting point

@@ -699,12 +699,12 @@ func (s *Service) history(ctx context.Context, subject string, data []byte, repl
 		fail(protocol.Errorf(protocol.ErrNotMember, "%s is not a member of chat %s", as.Name, as.CommID))
 		return
 	}
-	msgs, tail, err := s.readChat(ctx, as.CommID, req.AfterSeq, req.Limit)
+	msgs, sizes, tail, err := s.readChatSized(ctx, as.CommID, req.AfterSeq, req.Limit)
 	if err != nil {
 		fail(err)
 		return
 	}
-	out := protocol.HistoryReply{Messages: fitPage(msgs, int(s.nc.MaxPayload())-historySlack), LastSeq: tail.Seq}
+	out := protocol.HistoryReply{Messages: fitPage(msgs, sizes, int(s.nc.MaxPayload())-historySlack), LastSeq: tail.Seq}
 	if out.Messages == nil {
 		out.Messages = []protocol.AgentMessage{}
 	}
@@ -719,11 +719,12 @@ const historySlack = 4 << 10
 // in budget bytes, and at least one: a page over the connection's max
 // payload was never sent, and the member asking waited for nothing. The
 // member reads on from the last message it got (last_seq says there is
-// more).
-func fitPage(msgs []protocol.AgentMessage, budget int) []protocol.AgentMessage {
+// more). sizes[i] is the length of msgs[i]'s encoding: its logged bytes
+// (readChatSized), so no message is encoded again to be measured.
+func fitPage(msgs []protocol.AgentMessage, sizes []int, budget int) []protocol.AgentMessage {
 	size := 0
 	for i := range msgs {
-		size += len(bus.Encode(msgs[i])) + 1
+		size += sizes[i] + 1
 		if size > budget && i > 0 {
 			return msgs[:i]
 		}
