@@ -540,6 +540,10 @@ func (s *Service) finishGoal(ctx context.Context, id, status, conclusion, reason
 	})
 	if err == nil || errors.Is(err, errSkip) {
 		s.unwatchLaunch(id) // ended, or waiting for approval with its chat
+		// Why a team-up was refused is kept for the launch's reason, and
+		// the launch drops it when it returns; one refused after that (a
+		// late retry) would stay until the process ends.
+		s.teamupFailed.Delete(id)
 	}
 	if err == nil && sum != nil {
 		s.unlearnDoneInPart(st.CommID, sum.Chat, nested)
