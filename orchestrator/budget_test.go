@@ -25,20 +25,22 @@ func pingPong(other string) func(protocol.Chat) *protocol.AgentMessage {
 }
 
 // startPingPong starts ping (the launcher, who teams up with pong) and pong,
-// who hand the turn to each other until the turn limit.
-func startPingPong(t *testing.T, w *world) {
+// who hand the turn to each other until the turn limit. talk(other) is what
+// one of them says when it holds the turn, other being the one it hands the
+// turn to (pingPong: a short line).
+func startPingPong(t *testing.T, w *world, talk func(other string) func(protocol.Chat) *protocol.AgentMessage) {
 	ping := newWireAgent(t, w.b, card("ping", "talks"))
 	ping.team = []string{"pong"}
-	ping.speak = pingPong("pong")
+	ping.speak = talk("pong")
 	pong := newWireAgent(t, w.b, card("pong", "talks back"))
-	pong.speak = pingPong("ping")
+	pong.speak = talk("ping")
 	ping.start(t.Context())
 	pong.start(t.Context())
 }
 
 func TestPingPongStopsAtMaxTurns(t *testing.T) {
 	w := newWorld(t, orchestrator.Config{})
-	startPingPong(t, w)
+	startPingPong(t, w, pingPong)
 	res := w.submitWait(t, protocol.GoalRequest{Goal: "chat forever", Launcher: "ping", MaxTurns: 7})
 	if res.Status != protocol.GoalConcluded || res.Turns != 8 || res.Conclusion != "stopped by the turn limit" {
 		t.Fatalf("result = %+v", res)
@@ -328,7 +330,7 @@ func TestGoneMembersLoseTheirTasksAndTurns(t *testing.T) {
 func TestHistoryPagesALongChat(t *testing.T) {
 	const goals = 2
 	w := newWorld(t, orchestrator.Config{MaxTurns: 41})
-	startPingPong(t, w)
+	startPingPong(t, w, pingPong)
 	// An odd turn limit, so that pong reaches it and ping concludes.
 	comms := make(chan string, goals)
 	for range goals {
@@ -399,13 +401,7 @@ func TestHistoryPageFitsThePayload(t *testing.T) {
 			return &protocol.AgentMessage{Type: protocol.MsgDiscussion, Content: big, NextSpeaker: []string{other}}
 		}
 	}
-	ping := newWireAgent(t, w.b, card("ping", "talks"))
-	ping.team = []string{"pong"}
-	ping.speak = talk("pong")
-	pong := newWireAgent(t, w.b, card("pong", "talks back"))
-	pong.speak = talk("ping")
-	ping.start(t.Context())
-	pong.start(t.Context())
+	startPingPong(t, w, talk)
 	res := w.submitWait(t, protocol.GoalRequest{Goal: "talk at length", Launcher: "ping", MaxTurns: 21}) // odd: pong reaches it, ping concludes
 	if res.Status != protocol.GoalConcluded {
 		t.Fatalf("result = %+v", res)

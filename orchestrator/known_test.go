@@ -16,7 +16,7 @@ import (
 // other write did is lost.
 func TestGoalWriteAfterAnotherWriterKeepsItsChange(t *testing.T) {
 	w := newWorld(t, orchestrator.Config{})
-	startPingPong(t, w)
+	startPingPong(t, w, pingPong)
 	var sub protocol.SubmitReply
 	if err := requestJSON(t, w, "goal.submit", protocol.GoalRequest{Goal: "chat a long time", Launcher: "ping", MaxTurns: 1000}, &sub); err != nil {
 		t.Fatal(err)
