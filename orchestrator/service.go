@@ -133,7 +133,7 @@ type Service struct {
 
 	eventTries   sync.Map    // event message id -> attempts so far, while being sent again
 	goalSpans    sync.Map    // goal id -> its open root span (trace.go), when tracing
-	teamupFailed sync.Map    // goal id -> why its last team-up was refused, for the reason of a launch that fails after it (dropped when the launch returns or the goal ends)
+	teamupFailed sync.Map    // goal id -> why its last team-up was refused, for the reason of a launch that fails after it; kept only while the launch is watched here, dropped when it returns or the goal ends
 	closing      atomic.Bool // Shutdown has begun: no more event retries
 
 	markKey      []byte              // signs the referee's log entries (mark.go)

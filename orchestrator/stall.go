@@ -31,6 +31,15 @@ func (s *Service) watchLaunch(id string) {
 	s.mu.Unlock()
 }
 
+// launchWatched reports whether goal id's launch is watched here: submitted
+// here and its team not formed yet.
+func (s *Service) launchWatched(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.launching[id]
+	return ok
+}
+
 // unwatchLaunch stops watching goal id: team-up recorded its chat here, or
 // finishGoal its end. A goal whose team formed on another instance is
 // dropped at its one look (recheckLaunch).

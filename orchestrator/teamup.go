@@ -308,8 +308,11 @@ func (s *Service) teamupAt(ctx context.Context, subject string, data []byte, rep
 		reply, err := s.handleTeamup(ctx, nil, &req)
 		if err != nil {
 			// Kept for the goal's reason: a launcher may answer its launch
-			// without passing this on.
-			s.teamupFailed.Store(req.GoalID, protocol.AsError(err).Message)
+			// without passing this on. Only while this instance launches
+			// the goal: nothing would read it for an ended or unknown goal.
+			if s.launchWatched(req.GoalID) {
+				s.teamupFailed.Store(req.GoalID, protocol.AsError(err).Message)
+			}
 			_ = bus.RespondErrorLater(s.nc, replyTo, err)
 			return
 		}
