@@ -169,6 +169,11 @@ func checkAgent(name string) error {
 	if err := protocol.CheckName("agent", name); err != nil {
 		return err
 	}
+	return notReferee(name)
+}
+
+// notReferee refuses the referee's own name for an agent subject.
+func notReferee(name string) error {
 	if name == protocol.SystemSender {
 		return protocol.Errorf(protocol.ErrForbidden, "agent name %q is reserved for the referee", name)
 	}
@@ -217,7 +222,8 @@ func (s Subjects) ParseAgent(subject string) (AgentSubject, error) {
 	if !protocol.ValidName(a.Name) || (len(toks) == 3 && !protocol.ValidID(a.CommID)) {
 		return AgentSubject{}, protocol.Errorf(protocol.ErrInvalid, "subject %q has an invalid name or id", subject)
 	}
-	if err := checkAgent(a.Name); err != nil {
+	// ValidName checked the syntax; only the referee's name is left.
+	if err := notReferee(a.Name); err != nil {
 		return AgentSubject{}, err
 	}
 	return a, nil

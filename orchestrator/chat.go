@@ -146,7 +146,7 @@ func (s *Service) forgetChat(comm string) {
 // record that is missing or behind in KV (a crash between append and save,
 // another instance) is repaired here.
 func (s *Service) rebuild(ctx context.Context, comm string) (*chatRecord, error) {
-	msgs, last, err := s.readChat(ctx, comm, 0, 0)
+	msgs, _, last, err := s.readChat(ctx, comm, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -297,20 +297,14 @@ type chatTail struct {
 }
 
 // readChat returns the referee's own logged messages of a chat with seq >
-// after (at most limit when limit > 0) and where the log ends. Foreign
-// entries (see mark.go) are reported and left out. It walks the chat's
-// subject with direct gets (next message by subject), which costs one
-// request per message and creates no consumer.
-func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit int) ([]protocol.AgentMessage, chatTail, error) {
-	msgs, _, tail, err := s.readChatSized(ctx, comm, after, limit)
-	return msgs, tail, err
-}
-
-// readChatSized is readChat that also returns the size of each message's
-// logged bytes: the referee logs a message as bus.Encode makes it, so it
-// is the size of the message in a reply, and a history page is cut by it
-// without encoding the messages again.
-func (s *Service) readChatSized(ctx context.Context, comm string, after uint64, limit int) ([]protocol.AgentMessage, []int, chatTail, error) {
+// after (at most limit when limit > 0), the size of each one's logged
+// bytes, and where the log ends. The referee logs a message as bus.Encode
+// makes it, so the size is the message's size in a reply: a history page is
+// cut by it without encoding the messages again. Foreign entries (see
+// mark.go) are reported and left out. It walks the chat's subject with
+// direct gets (next message by subject), which costs one request per
+// message and creates no consumer.
+func (s *Service) readChat(ctx context.Context, comm string, after uint64, limit int) ([]protocol.AgentMessage, []int, chatTail, error) {
 	subject, err := s.subj.Chat(comm)
 	if err != nil {
 		return nil, nil, chatTail{}, err

@@ -686,7 +686,7 @@ func (s *Service) history(ctx context.Context, subject string, data []byte, repl
 	}
 	// The start message says who the members are; then only the asked-for
 	// page is read.
-	start, _, err := s.readChat(ctx, as.CommID, 0, 1)
+	start, _, _, err := s.readChat(ctx, as.CommID, 0, 1)
 	if err != nil {
 		fail(err)
 		return
@@ -699,7 +699,7 @@ func (s *Service) history(ctx context.Context, subject string, data []byte, repl
 		fail(protocol.Errorf(protocol.ErrNotMember, "%s is not a member of chat %s", as.Name, as.CommID))
 		return
 	}
-	msgs, sizes, tail, err := s.readChatSized(ctx, as.CommID, req.AfterSeq, req.Limit)
+	msgs, sizes, tail, err := s.readChat(ctx, as.CommID, req.AfterSeq, req.Limit)
 	if err != nil {
 		fail(err)
 		return
@@ -720,7 +720,7 @@ const historySlack = 4 << 10
 // payload was never sent, and the member asking waited for nothing. The
 // member reads on from the last message it got (last_seq says there is
 // more). sizes[i] is the length of msgs[i]'s encoding: its logged bytes
-// (readChatSized), so no message is encoded again to be measured.
+// (readChat), so no message is encoded again to be measured.
 func fitPage(msgs []protocol.AgentMessage, sizes []int, budget int) []protocol.AgentMessage {
 	size := 0
 	for i := range msgs {
