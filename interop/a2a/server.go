@@ -341,6 +341,9 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if checkRPC(w, r) {
+		return
+	}
 	s.handlerFor(name).ServeHTTP(w, r)
 }
 

@@ -336,13 +336,23 @@ func TestFrontDoorWire(t *testing.T) {
 		{"wrong token", base + "/a2a", "x" + doorToken, example, 401, -32600},
 		{"not JSON", base + "/a2a", doorToken, `{"jsonrpc":"2.0",`, 200, -32700},
 		{"unknown method", base + "/a2a", doorToken, `{"jsonrpc":"2.0","id":2,"method":"tasks/explode","params":{}}`, 200, -32601},
-		{"bad params", base + "/a2a", doorToken, `{"jsonrpc":"2.0","id":3,"method":"message/send","params":{"message":7}}`, 200, -32700}, // the SDK's code for params it cannot decode
+		// JSON-RPC 2.0's codes, where the SDK alone answers -32700 (checkRPC).
+		{"bad params", base + "/a2a", doorToken, `{"jsonrpc":"2.0","id":3,"method":"message/send","params":{"message":7}}`, 200, -32602},
+		{"no params", base + "/a2a", doorToken, `{"jsonrpc":"2.0","id":7,"method":"message/send"}`, 200, -32602},
+		{"null params", base + "/a2a", doorToken, `{"jsonrpc":"2.0","id":8,"method":"tasks/get","params":null}`, 200, -32602},
+		{"params of the wrong type", base + "/a2a", doorToken, `{"jsonrpc":"2.0","id":9,"method":"tasks/cancel","params":{"id":5}}`, 200, -32602},
+		{"over the limit", base + "/a2a", doorToken, `{"jsonrpc":"2.0","id":10,"method":"message/send","params":{"message":{"role":"user","parts":[{"kind":"text","text":"` + strings.Repeat("x", 2<<20) + `"}],"messageId":"m10"}}}`, 413, -32600},
 		{"unknown task", base + "/a2a", doorToken, `{"jsonrpc":"2.0","id":4,"method":"tasks/get","params":{"id":"nope"}}`, 200, -32001},
 	} {
 		status, v := post(t, c.url, c.token, c.body)
 		e, _ := v["error"].(map[string]any)
 		if status != c.status || e == nil || e["code"] != c.code || e["message"] == "" {
 			t.Errorf("%s: %d %v, want %d and error code %v", c.name, status, v, c.status, c.code)
+		}
+		// The answer names the request it answers, where it could be read.
+		var sent struct{ ID any }
+		if status == 200 && json.Unmarshal([]byte(c.body), &sent) == nil && sent.ID != nil && v["id"] != sent.ID {
+			t.Errorf("%s: answered id %v, want %v", c.name, v["id"], sent.ID)
 		}
 	}
 	// A follow-up message to a task is refused; the task goes on.
