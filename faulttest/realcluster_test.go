@@ -2,8 +2,6 @@ package faulttest
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -417,11 +415,7 @@ func auditRaw(t testing.TB, js jetstream.JetStream, subj bus.Subjects, key []byt
 		results := map[string]bool{}
 		walk(chats, subject, func(raw *jetstream.RawStreamMsg) {
 			a.entries++
-			mac := hmac.New(sha256.New, key)
-			mac.Write([]byte(raw.Subject))
-			mac.Write([]byte{0})
-			mac.Write(raw.Data)
-			if raw.Header.Get(orchestrator.MarkHeader) != hex.EncodeToString(mac.Sum(nil)) {
+			if raw.Header.Get(orchestrator.MarkHeader) != orchestrator.EntryMark(key, raw.Subject, raw.Data) {
 				a.unmarked++
 				a.problem("goal %s: log entry %d has no valid mark", id, raw.Sequence)
 			}

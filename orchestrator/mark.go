@@ -90,7 +90,15 @@ func (s *Service) readMarkKey(ctx context.Context) ([]byte, error) {
 
 // mark is the mark of an entry with this subject and body.
 func (s *Service) mark(subject string, body []byte) string {
-	h := hmac.New(sha256.New, s.markKey)
+	return EntryMark(s.markKey, subject, body)
+}
+
+// EntryMark is the mark (MarkHeader) of a chat log entry with this subject
+// and body under key: HMAC-SHA256 of the subject, a zero byte and the body,
+// in hex. Tools that check a log with the key, or log as the referee does,
+// compute it with this.
+func EntryMark(key []byte, subject string, body []byte) string {
+	h := hmac.New(sha256.New, key)
 	h.Write([]byte(subject))
 	h.Write([]byte{0})
 	h.Write(body)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,10 +40,12 @@ registry, the orchestrator, agents with Go func workers and the rules policy)
 and measures, each beside its reference from the same run:
 
   chat turn round trip   an agent's outbox request until every member's inbox
-                         has the message, against a raw NATS request-reply
-                         and the turn's floor (no referee), the three timed
-                         in 20 interleaved rounds so they share the host's
-                         good and bad moments
+                         has the message, against a raw NATS request-reply,
+                         the turn's floor (no referee: log, acknowledgement,
+                         four inboxes) and that floor logging what the
+                         referee logs (the stamped entry and its three
+                         headers), the four timed in 20 interleaved rounds so
+                         they share the host's good and bad moments
   goals per second       concurrent 4-agent goals (coordinator + 3 workers),
                          with the CPU, the allocation and the JetStream
                          stores a goal took (the last two do not move with
@@ -301,7 +304,7 @@ type benchEnv struct {
 
 const benchLauncher = "coordinator"
 
-// turnRounds is how many rounds the raw request-reply, the floor and the
+// turnRounds is how many rounds the raw request-reply, the floors and the
 // turn are timed in, one after the other in each round (interleaved).
 const turnRounds = 20
 
@@ -508,7 +511,8 @@ func (e *benchEnv) rawRig(ctx context.Context) (*rig, error) {
 }
 
 // timeTurns times n round trips each of a raw request-reply, the turn's
-// floor and a refereed turn, interleaved; see interleaved.
+// floor, the floor logging as the referee logs and a refereed turn,
+// interleaved, in that order; see interleaved.
 func (e *benchEnv) timeTurns(ctx context.Context, n int) ([]latencies, []time.Duration, error) {
 	var rigs []*rig
 	defer func() {
@@ -518,7 +522,8 @@ func (e *benchEnv) timeTurns(ctx context.Context, n int) ([]latencies, []time.Du
 	}()
 	for _, mk := range []func() (*rig, error){
 		func() (*rig, error) { return e.rawRig(ctx) },
-		func() (*rig, error) { return e.floorRig(ctx) },
+		func() (*rig, error) { return e.floorRig(ctx, "plain", false) },
+		func() (*rig, error) { return e.floorRig(ctx, "logged", true) },
 		func() (*rig, error) { return e.turnRig(ctx, n) },
 	} {
 		g, err := mk()
@@ -569,10 +574,24 @@ func interleaved(n, rounds int, rigs ...*rig) ([]latencies, []time.Duration, err
 // it to four inboxes and answer; timed until all four inboxes hold it. No
 // decoding, checking, state or events: the referee's work is measured against
 // this, and the issue's "6x raw" against it.
-func (e *benchEnv) floorRig(ctx context.Context) (_ *rig, err error) {
+//
+// With asLogged, the floor logs what the referee logs: the entry a turn
+// stamps (the message with its chat, goal, sequence, time and state, about
+// 230 bytes instead of the sender's 80) with the referee's three headers,
+// its mark (an HMAC computed for each entry), its message id and the
+// expected last sequence of the chat's subject, which the server checks.
+// The gap between the two floors is what the log's trust and ownership
+// guarantees cost; the gap from there to the turn is the referee's own work.
+// name keeps the rigs' subjects apart.
+func (e *benchEnv) floorRig(ctx context.Context, name string, asLogged bool) (_ *rig, err error) {
 	js := e.b.JetStream()
-	const stream = "BENCH_FLOOR"
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"bench.floor.log.>"}, Storage: jetstream.FileStorage}); err != nil {
+	stream := "BENCH_FLOOR_" + strings.ToUpper(name)
+	base := "bench.floor." + name
+	cfg := jetstream.StreamConfig{Name: stream, Subjects: []string{base + ".log.>"}, Storage: jetstream.FileStorage}
+	if asLogged {
+		cfg.Duplicates = 2 * time.Minute // as the chat stream's window
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		return nil, err
 	}
 	conns := []*nats.Conn{}
@@ -598,13 +617,33 @@ func (e *benchEnv) floorRig(ctx context.Context) (_ *rig, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ref.Subscribe("bench.floor.outbox", func(m *nats.Msg) {
+	const comm = "cbenchfloor01" // as long as a real chat id
+	logSubject := base + ".log." + comm
+	key := make([]byte, 32)
+	_, _ = crand.Read(key)
+	var seq, lastStreamSeq uint64 // the handler runs on one goroutine
+	if _, err := ref.Subscribe(base+".outbox", func(m *nats.Msg) {
+		entry := &nats.Msg{Subject: logSubject, Data: m.Data}
+		if asLogged {
+			seq++
+			entry.Data = bus.Encode(protocol.AgentMessage{V: protocol.Version, ID: "rtt-" + strconv.FormatUint(seq, 10),
+				CommID: comm, GoalID: "gbenchfloor01", Sender: "rtt-lead", Seq: seq, TS: time.Now().UTC(),
+				Type: protocol.MsgDiscussion, Content: "turn " + strconv.FormatUint(seq, 10), NextSpeaker: []string{"rtt-lead"},
+				State: protocol.StateDiscussion, Turn: int(seq)})
+			entry.Header = nats.Header{}
+			entry.Header.Set(orchestrator.MarkHeader, orchestrator.EntryMark(key, logSubject, entry.Data))
+			entry.Header.Set(jetstream.MsgIDHeader, comm+"."+strconv.FormatUint(seq, 10))
+			entry.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(lastStreamSeq, 10))
+		}
 		// Published as the referee publishes its entries (bus.PublishAcked).
-		if _, err := bus.PublishAcked(ctx, ref, &nats.Msg{Subject: "bench.floor.log.c1", Data: m.Data}); err != nil {
+		ack, err := bus.PublishAcked(ctx, ref, entry)
+		if err != nil {
+			_ = ref.PublishMsg(bus.ErrorMsg(m.Reply, err))
 			return
 		}
+		lastStreamSeq = ack.Sequence
 		for i := range 4 {
-			_ = ref.Publish("bench.floor.inbox."+strconv.Itoa(i), m.Data)
+			_ = ref.Publish(base+".inbox."+strconv.Itoa(i), entry.Data)
 		}
 		_ = m.Respond([]byte(`{"seq":1}`))
 	}); err != nil {
@@ -617,7 +656,7 @@ func (e *benchEnv) floorRig(ctx context.Context) (_ *rig, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := nc.Subscribe("bench.floor.inbox."+strconv.Itoa(i), func(*nats.Msg) { got.Done() }); err != nil {
+		if _, err := nc.Subscribe(base+".inbox."+strconv.Itoa(i), func(*nats.Msg) { got.Done() }); err != nil {
 			return nil, err
 		}
 		_ = nc.Flush()
@@ -630,8 +669,13 @@ func (e *benchEnv) floorRig(ctx context.Context) (_ *rig, err error) {
 	return &rig{step: func() (time.Duration, error) {
 		got.Add(4)
 		t0 := time.Now()
-		if _, err := sender.RequestWithContext(ctx, "bench.floor.outbox", body); err != nil {
-			return 0, err
+		resp, err := sender.RequestWithContext(ctx, base+".outbox", body)
+		if err == nil {
+			err = bus.ReplyError(resp)
+		}
+		if err != nil {
+			got.Add(-4)
+			return 0, fmt.Errorf("bench: floor (%s): %w", name, err)
 		}
 		got.Wait()
 		return time.Since(t0), nil

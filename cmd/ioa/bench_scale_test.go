@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/orchestrator"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestScaleBenchSmall runs every curve of ioa bench --scale at a tiny size
@@ -207,16 +211,70 @@ func TestTimeTurnsSmall(t *testing.T) {
 	}
 	// CPU is summed from the process's rusage: a block of a few cheap round
 	// trips may read as 0 where the kernel accounts CPU in ticks.
-	for i, name := range []string{"raw", "floor", "turn"} {
+	for i, name := range []string{"raw", "floor", "logged floor", "turn"} {
 		if lat[i].p50 <= 0 || lat[i].p99 < lat[i].p50 || cpu[i] < 0 {
 			t.Errorf("%s: latency %s, CPU %v per round trip", name, lat[i], cpu[i])
 		}
 	}
-	if cpu[0]+cpu[1]+cpu[2] <= 0 {
-		t.Errorf("no CPU measured for 180 round trips: %v", cpu)
+	if cpu[0]+cpu[1]+cpu[2]+cpu[3] <= 0 {
+		t.Errorf("no CPU measured for 240 round trips: %v", cpu)
 	}
-	if lat[2].p50 <= lat[0].p50 {
-		t.Errorf("a refereed turn (%v) took no longer than a raw request-reply (%v)", lat[2].p50, lat[0].p50)
+	if lat[3].p50 <= lat[0].p50 {
+		t.Errorf("a refereed turn (%v) took no longer than a raw request-reply (%v)", lat[3].p50, lat[0].p50)
+	}
+}
+
+// TestLoggedFloorLogsAsTheReferee checks the bench's second floor against
+// the referee itself: its log entry carries the headers a turn's entry
+// carries, with a mark and message id of the same form, and a body of
+// about the same size.
+func TestLoggedFloorLogsAsTheReferee(t *testing.T) {
+	ctx, env := testBenchEnv(t)
+	last := func(stream string) *jetstream.RawStreamMsg {
+		t.Helper()
+		st, err := env.b.JetStream().Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := st.GetMsg(ctx, info.State.LastSeq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	turn, err := env.turnRig(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer turn.close()
+	floor, err := env.floorRig(ctx, "logged", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer floor.close()
+	for _, g := range []*rig{turn, floor, turn, floor} {
+		if _, err := g.step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	real, ours := last(bus.StreamChats), last("BENCH_FLOOR_LOGGED")
+	for _, h := range []string{orchestrator.MarkHeader, jetstream.MsgIDHeader, jetstream.ExpectedLastSubjSeqHeader} {
+		if real.Header.Get(h) == "" || ours.Header.Get(h) == "" {
+			t.Errorf("header %s: the referee's entry %q, the floor's %q", h, real.Header.Get(h), ours.Header.Get(h))
+		}
+	}
+	if len(ours.Header.Get(orchestrator.MarkHeader)) != len(real.Header.Get(orchestrator.MarkHeader)) {
+		t.Errorf("marks: the referee's %q, the floor's %q", real.Header.Get(orchestrator.MarkHeader), ours.Header.Get(orchestrator.MarkHeader))
+	}
+	if id := ours.Header.Get(jetstream.MsgIDHeader); id != "cbenchfloor01.2" || ours.Header.Get(jetstream.ExpectedLastSubjSeqHeader) == "0" {
+		t.Errorf("the floor's second entry: message id %q, expected last sequence %q", id, ours.Header.Get(jetstream.ExpectedLastSubjSeqHeader))
+	}
+	if n, want := len(ours.Data), len(real.Data); n < want*3/4 || n > want*5/4 {
+		t.Errorf("the floor logs %d bytes an entry, the referee %d: %s", n, want, ours.Data)
 	}
 }
 
