@@ -333,6 +333,18 @@ func TestWorkers(t *testing.T) {
 	if got, err := run(t, "units", "convert it from km to miles", o, calc...); err != nil || got != "144 km = 89.48 miles (144: the result of t1)" {
 		t.Errorf("units after t1 = %q, %v", got, err)
 	}
+	// "That many" and "that much" name it too, before its unit or alone.
+	for desc, want := range map[string]string{
+		"convert that many km to miles": "144 km = 89.48 miles (144: the result of t1)",
+		"then that much kg in pounds":   "144 kg = 317.47 lb (144: the result of t1)",
+	} {
+		if got, err := run(t, "units", desc, o, calc...); err != nil || got != want {
+			t.Errorf("units: %q after t1 = %q, %v; want %q", desc, got, err, want)
+		}
+	}
+	if got, err := run(t, "calculator", "add 6 to that many", o, calc...); err != nil || got != "6 + 144 = 150 (144: the result of t1)" {
+		t.Errorf("calculator: add 6 to that many after t1 = %q, %v", got, err)
+	}
 	// A conversion that names only the unit to convert to takes the earlier
 	// answer's own unit.
 	unitsAfter("100 °F = 37.78 °C", map[string]string{

@@ -15,7 +15,7 @@ import (
 // workers take the last answer for the word that refers to it.
 
 // refWords are the words that stand for an earlier task's answer.
-const refWords = `(?:the\s+result|that\s+result|the\s+answer|it|that|this)`
+const refWords = `(?:the\s+result|that\s+result|the\s+answer|that\s+many|that\s+much|it|that|this)`
 
 // backRefRE is such a word in a calculation: "divide it by 2".
 var backRefRE = regexp.MustCompile(`(?i)\b` + refWords + `\b`)
