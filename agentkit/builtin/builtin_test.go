@@ -76,6 +76,8 @@ func TestWorkers(t *testing.T) {
 		{"calculator", "compute 100 modulo 7 + 1", "100 mod 7 + 1 = 3", ""},
 		{"calculator", "what is 7 mod 0", "", "not a finite number"},
 		{"calculator", "Split a 90 euro bill between 4 people", "90 / 4 = 22.5", ""},
+		{"calculator", "Split a bill of 120 euros between 4 people", "120 / 4 = 30", ""},
+		{"calculator", "split the restaurant bill of 75 among 3 of us", "75 / 3 = 25", ""},
 		{"calculator", "What's 3 cubed?", "3^3 = 27", ""},
 		{"calculator", "halve 56", "56 / 2 = 28", ""},
 		{"calculator", "Compute 100 / 7 to 3 decimal places", "100 / 7 = 14.2857142857, rounded = 14.286", ""},

@@ -65,7 +65,8 @@ var wordOps = func() []wordOp {
 		{`(?:a\s+|one\s+)?quarter\s+of\s+` + n, "$1 / 4"},
 		{`(?:the\s+)?remainder\s+(?:of|when)\s+` + n + `\s+(?:is\s+)?divided\s+by\s+` + n, "$1 mod $2"},
 		{n + `\s+(?:modulo|mod)\s+` + n, "$1 mod $2"},
-		{`split\s+(?:a\s+|the\s+)?` + n + `(?:\s+[a-zA-Z]{2,}){0,2}\s+(?:between|among|by)\s+` + n, "$1 / $2"}, // "split a 90 euro bill between 4"
+		// "split a 90 euro bill between 4", "split the bill of 120 euros among 3"
+		{`split\s+(?:(?:a|the|our|my)\s+)?(?:[a-zA-Z]{2,}\s+){0,2}?(?:of\s+)?` + n + `(?:\s+[a-zA-Z]{2,}){0,2}\s+(?:between|among|by)\s+` + n, "$1 / $2"},
 		{`(?:double|twice)\s+` + n, "2 * $1"},
 		{`triple\s+` + n, "3 * $1"},
 		{`halve\s+` + n, "$1 / 2"},
