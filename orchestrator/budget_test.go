@@ -131,6 +131,39 @@ func TestGoalTimeout(t *testing.T) {
 	}
 }
 
+// A message that comes after the goal's deadline, before the sweep's tick
+// has seen it pass, ends the chat timed_out and is refused: it cannot turn
+// a goal that ran out of time into a concluded one.
+func TestMessageAfterTheDeadlineEndsTheGoal(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{SweepInterval: time.Hour}) // no tick in this test
+	lead := newWireAgent(t, w.b, card("lead", "leads"))
+	lead.team = []string{"alpha"}
+	alpha := newWireAgent(t, w.b, card("alpha", "works"))
+	lead.start(t.Context())
+	alpha.start(t.Context())
+	var sub protocol.SubmitReply
+	if err := requestJSON(t, w, "goal.submit", protocol.GoalRequest{Goal: "late", Launcher: "lead", Timeout: protocol.Duration(300 * time.Millisecond)}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	var st protocol.GoalStatus
+	waitFor(t, "chat to start", func() bool {
+		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: sub.GoalID}, &st)
+		return st.CommID != "" && len(lead.log(st.CommID)) == 1
+	})
+	time.Sleep(time.Until(st.Deadline) + 20*time.Millisecond)
+	_, err := lead.send(st.CommID, protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "done, late"})
+	if !errors.Is(err, protocol.ErrIllegalTransition) || !strings.Contains(err.Error(), "ran out of time") {
+		t.Fatalf("a conclusion after the deadline: err = %v, want illegal_transition (ran out of time)", err)
+	}
+	waitFor(t, "the goal to end timed_out", func() bool {
+		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: sub.GoalID}, &st)
+		return st.Status == protocol.GoalTimedOut && st.Result != nil && st.Result.Reason == "goal_timeout"
+	})
+	if log := w.chatLog(t, "lead", st.CommID); len(log) != 2 || log[1].Event != protocol.EventEnd || log[1].Status != protocol.GoalTimedOut {
+		t.Fatalf("chat log = %+v, want the start and a timed_out end", log)
+	}
+}
+
 func TestNestedGoalsDepthAndCancelTree(t *testing.T) {
 	w := newWorld(t, orchestrator.Config{MaxDepth: 1})
 	lead, _, _, rootID, comm := startedChat(t, w)

@@ -87,6 +87,15 @@ func (s *Service) outbox(ctx context.Context, subject string, data []byte, reply
 	}
 }
 
+// timeUp ends chat comm (c as the referee holds it) because its goal ran
+// out of time.
+func (s *Service) timeUp(ctx context.Context, comm string, c protocol.Chat) error {
+	return s.system(ctx, comm, protocol.AgentMessage{
+		Type: protocol.MsgSystem, Event: protocol.EventEnd, Status: protocol.GoalTimedOut,
+		Reason: "goal_timeout", Content: summarize(c, "the goal's time ran out"),
+	})
+}
+
 // refuse answers an outbox message with err and counts the refusal.
 func (s *Service) refuse(replyTo string, err error) {
 	s.cfg.Metrics.Refused(err)
@@ -133,6 +142,17 @@ func (s *Service) submitMessage(ctx context.Context, comm string, m protocol.Age
 	}
 	if !rec.Chat.Ended() && !rec.Chat.IsMember(m.Sender) {
 		return protocol.SendReply{}, protocol.Errorf(protocol.ErrNotMember, "%s is not a member of chat %s", m.Sender, comm)
+	}
+	// A goal's time is up when it runs out, not at the sweep's next tick: a
+	// message that comes later ends the chat as the sweep would, and is
+	// refused, so it cannot change the goal's outcome.
+	if !rec.Chat.Ended() && !rec.Deadline.IsZero() && time.Now().After(rec.Deadline) {
+		if err := s.timeUp(ctx, comm, rec.Chat); err != nil {
+			return protocol.SendReply{}, err
+		}
+		return protocol.SendReply{}, protocol.Errorf(protocol.ErrIllegalTransition,
+			"goal %s ran out of time at %s: chat %s ended timed_out (goal_timeout); no more messages",
+			rec.Chat.GoalID, rec.Deadline.UTC().Format(time.RFC3339Nano), comm)
 	}
 	// A full chat can still end: task results (one per task assigned, which
 	// the quota bounded) and the conclusion (one) pass it, so a member that

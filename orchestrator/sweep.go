@@ -109,10 +109,7 @@ func (s *Service) checkChat(ctx context.Context, comm string) {
 	switch {
 	case !rec.Deadline.IsZero() && now.After(rec.Deadline):
 		acted = true
-		err = s.system(ctx, comm, protocol.AgentMessage{
-			Type: protocol.MsgSystem, Event: protocol.EventEnd, Status: protocol.GoalTimedOut,
-			Reason: "goal_timeout", Content: summarize(c, "the goal's time ran out"),
-		})
+		err = s.timeUp(ctx, comm, c)
 	case c.State == protocol.StateDiscussion && c.Speaker != "" && now.Sub(rec.TurnSince) > s.cfg.SpeakerTimeout:
 		acted = true
 		err = s.takeTurn(ctx, comm, c, fmt.Sprintf("did not speak within %s", s.cfg.SpeakerTimeout), "launcher_timeout")
