@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -147,6 +148,23 @@ func (s *Server) serveSubmit(w http.ResponseWriter, r *http.Request) {
 	for _, n := range in.Team {
 		if err := protocol.CheckName("team member", n); err != nil {
 			writeServiceError(w, err)
+			return
+		}
+	}
+	// A member nobody registered, or one offline, would fail the goal at its
+	// team-up, after it was accepted: say so now, as `ioa goal` does.
+	for _, n := range in.Team {
+		var info protocol.AgentInfo
+		err := s.request(r, s.cfg.Subjects.Registry(bus.RegistryGet), protocol.NameRequest{Name: n}, &info)
+		switch {
+		case errors.Is(err, protocol.ErrNotFound):
+			writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("team member %q is not a registered agent", n))
+			return
+		case err != nil:
+			writeServiceError(w, err)
+			return
+		case !info.Online:
+			writeError(w, http.StatusConflict, "conflict", fmt.Sprintf("team member %q is registered but offline", n))
 			return
 		}
 	}

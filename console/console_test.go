@@ -246,6 +246,7 @@ func TestBadInput(t *testing.T) {
 		{"POST", "/api/goals", `{"goal":"x"} {"goal":"y"}`, 400, "invalid"},
 		{"POST", "/api/goals", `{"goal":"` + strings.Repeat("a", 1<<20) + `"}`, 413, "too_large"},
 		{"POST", "/api/goals", map[string]any{"goal": "x", "team": []string{"Not A Name"}}, 400, "invalid"},
+		{"POST", "/api/goals", map[string]any{"goal": "x", "team": []string{"ghost"}}, 404, "not_found"},
 		{"POST", "/api/goals", map[string]any{"goal": "x", "timeout": "-1s"}, 400, "invalid"},
 		{"POST", "/api/goals", map[string]any{"goal": "x", "timeout": "soon"}, 400, "invalid"},
 		{"GET", "/api/goals?status=weird", nil, 400, "invalid"},
