@@ -55,7 +55,10 @@ type Task struct {
 	// assigned, in assignment order.
 	Earlier []TaskOutcome `json:"earlier,omitempty"`
 	// Progress, when not nil, sends a task_progress with a note to the chat;
-	// long tasks may call it to show they are alive.
+	// long tasks may call it to show they are alive. The referee takes a
+	// bounded number a task (limits.max_task_progress, 100 by default) and
+	// answers the next with protocol.ErrQuotaExceeded: a worker should then
+	// stop reporting and carry on with the task.
 	Progress func(ctx context.Context, note string) error `json:"-"`
 }
 

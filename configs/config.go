@@ -66,7 +66,8 @@ type Limits struct {
 	TaskTimeout     time.Duration `mapstructure:"task_timeout"`
 	ProgressAfter   time.Duration `mapstructure:"progress_after"` // an async task still running reports task_progress then
 	MaxChatMessages int           `mapstructure:"max_chat_messages"`
-	AgentRate       float64       `mapstructure:"agent_rate"` // messages per second per agent
+	MaxTaskProgress int           `mapstructure:"max_task_progress"` // task_progress reports per task and attempt
+	AgentRate       float64       `mapstructure:"agent_rate"`        // messages per second per agent
 	AgentBurst      int           `mapstructure:"agent_burst"`
 }
 
@@ -225,6 +226,7 @@ func (c *Config) problems() []Problem {
 	positive := map[string]int{
 		"limits.max_message_bytes": l.MaxMessageBytes, "limits.max_turns": l.MaxTurns,
 		"limits.max_team_size": l.MaxTeamSize, "limits.max_chat_messages": l.MaxChatMessages,
+		"limits.max_task_progress":       l.MaxTaskProgress,
 		"limits.agent_burst":             l.AgentBurst,
 		"registry.max_description_bytes": c.Registry.MaxDescriptionBytes, "registry.max_card_bytes": c.Registry.MaxCardBytes,
 		"registry.max_agents_per_conn": c.Registry.MaxAgentsPerConn, "registry.max_results": c.Registry.MaxResults,

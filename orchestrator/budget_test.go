@@ -121,6 +121,48 @@ func TestTaskTimeoutFailsTheTaskAndTheChatGoesOn(t *testing.T) {
 	}
 }
 
+// An assignee may report progress on its task at most MaxTaskProgress
+// times an attempt (then 429); its result still goes in, and the chat goes on.
+func TestTaskProgressIsBoundedPerTask(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{MaxTaskProgress: 3})
+	lead := newWireAgent(t, w.b, card("lead", "leads"))
+	lead.team = []string{"chatty"}
+	lead.speak = func(c protocol.Chat) *protocol.AgentMessage {
+		if len(c.Tasks) == 0 {
+			return &protocol.AgentMessage{Type: protocol.MsgSyncTaskAssign, Tasks: []protocol.Task{{Assignee: "chatty", TaskDesc: "report a lot"}}}
+		}
+		return &protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "task " + c.Tasks[0].Status + ": " + c.Tasks[0].Result}
+	}
+	chatty := newWireAgent(t, w.b, card("chatty", "reports progress")) // does no work of its own
+	lead.start(t.Context())
+	chatty.start(t.Context())
+	var sub protocol.SubmitReply
+	if err := requestJSON(t, w, "goal.submit", protocol.GoalRequest{Goal: "progress", Launcher: "lead"}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	var st protocol.GoalStatus
+	waitFor(t, "the task to be assigned", func() bool {
+		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: sub.GoalID}, &st)
+		return st.CommID != "" && slices.ContainsFunc(chatty.log(st.CommID), func(m protocol.AgentMessage) bool { return m.Type == protocol.MsgSyncTaskAssign })
+	})
+	progress := protocol.AgentMessage{Type: protocol.MsgTaskProgress, TaskID: "t1", Content: "still going"}
+	for i := range 3 {
+		if _, err := chatty.send(st.CommID, progress); err != nil {
+			t.Fatalf("progress report %d: %v", i+1, err)
+		}
+	}
+	if _, err := chatty.send(st.CommID, progress); !errors.Is(err, protocol.ErrQuotaExceeded) || !strings.Contains(err.Error(), "task t1 has reported progress 3 times") {
+		t.Fatalf("a fourth progress report: err = %v, want quota_exceeded", err)
+	}
+	if _, err := chatty.send(st.CommID, protocol.AgentMessage{Type: protocol.MsgTaskResult, TaskID: "t1", TaskStatus: protocol.TaskCompleted, TaskConclusion: "done"}); err != nil {
+		t.Fatalf("the result after the limit: %v", err)
+	}
+	waitFor(t, "the goal to conclude", func() bool {
+		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: sub.GoalID}, &st)
+		return st.Status == protocol.GoalConcluded && st.Result != nil && st.Result.Conclusion == "task completed: done"
+	})
+}
+
 func TestGoalTimeout(t *testing.T) {
 	w := newWorld(t, orchestrator.Config{})
 	lead, _, _, _, _ := startedChat(t, w) // nobody speaks

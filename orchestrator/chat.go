@@ -39,6 +39,7 @@ type chatRecord struct {
 	nudged   int               // nudges sent since the last message
 	assigns  map[string][]byte // running task id -> its logged assignment, encoded, for nudges and hand-backs
 	inboxes  []inboxOf         // the members' inbox subjects, in member order (fanOut)
+	progress map[string]int    // running task id -> task_progress reports logged for its attempt
 
 	goalEnded bool // its goal timed out while the chat could not be read
 
@@ -224,15 +225,24 @@ func (rec *chatRecord) note(prev protocol.Chat, m protocol.AgentMessage, now tim
 		for _, t := range m.Tasks {
 			rec.TaskSince[t.TaskID] = now
 			rec.assigns[t.TaskID] = enc
+			delete(rec.progress, t.TaskID) // a new attempt counts afresh
 		}
 	}
-	if m.Type == protocol.MsgTaskResult {
+	switch m.Type {
+	case protocol.MsgTaskProgress:
+		if rec.progress == nil {
+			rec.progress = map[string]int{}
+		}
+		rec.progress[m.TaskID]++
+	case protocol.MsgTaskResult:
 		delete(rec.TaskSince, m.TaskID)
 		delete(rec.assigns, m.TaskID)
+		delete(rec.progress, m.TaskID)
 	}
 	if rec.Chat.Ended() {
 		clear(rec.TaskSince)
 		clear(rec.assigns)
+		clear(rec.progress)
 	}
 }
 

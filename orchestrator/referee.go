@@ -160,6 +160,12 @@ func (s *Service) submitMessage(ctx context.Context, comm string, m protocol.Age
 	if int(rec.Chat.LastSeq) >= s.cfg.MaxChatMessages && m.Type != protocol.MsgConclusion && m.Type != protocol.MsgTaskResult {
 		return protocol.SendReply{}, protocol.Errorf(protocol.ErrQuotaExceeded, "chat %s reached its limit of %d messages", comm, s.cfg.MaxChatMessages)
 	}
+	// Progress reports are the one kind an assignee may send at will while
+	// its task runs: bounded per task, so that one task cannot fill the chat.
+	if m.Type == protocol.MsgTaskProgress && rec.progress[m.TaskID] >= s.cfg.MaxTaskProgress {
+		return protocol.SendReply{}, protocol.Errorf(protocol.ErrQuotaExceeded,
+			"task %s has reported progress %d times, the limit for one attempt; send its task_result", m.TaskID, s.cfg.MaxTaskProgress)
+	}
 	return s.appendMsg(ctx, comm, rec, m, reply)
 }
 

@@ -31,6 +31,7 @@ type Config struct {
 	TaskTimeout     time.Duration // 2m
 	LaunchTimeout   time.Duration // how long a launcher may take to form a team; 30s
 	MaxChatMessages int           // per chat log; 1000
+	MaxTaskProgress int           // task_progress reports per task and attempt; 100
 	AgentRate       float64       // outbox messages per second per agent and chat; 50
 	AgentBurst      int           // 100
 	SweepInterval   time.Duration // how often deadlines are checked; 100ms
@@ -87,6 +88,7 @@ func (c Config) withDefaults() Config {
 	defD(&c.TaskTimeout, 2*time.Minute)
 	defD(&c.LaunchTimeout, 30*time.Second)
 	def(&c.MaxChatMessages, 1000)
+	def(&c.MaxTaskProgress, 100)
 	if c.AgentRate <= 0 {
 		c.AgentRate = 50
 	}

@@ -310,7 +310,7 @@ const turnRounds = 20
 
 var benchOrchestrator = orchestrator.Config{
 	MaxTurns: 1 << 30, SpeakerTimeout: 10 * time.Minute, GoalTimeout: 10 * time.Minute,
-	MaxChatMessages: 1 << 30, AgentRate: 1e9, AgentBurst: 1 << 30, MaxTeamSize: 64,
+	MaxChatMessages: 1 << 30, MaxTaskProgress: 1 << 30, AgentRate: 1e9, AgentBurst: 1 << 30, MaxTeamSize: 64,
 }
 
 // addInstance starts one more orchestrator instance on the bench's bus and

@@ -134,7 +134,7 @@ func startStack(ctx context.Context, cfg *configs.Config, opt stackOptions, log 
 			Coordinator: cfg.Orchestrator.Coordinator, MaxTurns: l.MaxTurns, MaxDepth: depthConfig(l.MaxDepth),
 			MaxTeamSize: l.MaxTeamSize, GoalTimeout: l.GoalTimeout, SpeakerTimeout: l.SpeakerTimeout,
 			TaskTimeout: l.TaskTimeout, MaxChatMessages: l.MaxChatMessages, AgentRate: l.AgentRate,
-			AgentBurst: l.AgentBurst, Logger: log.With("service", "orchestrator"),
+			AgentBurst: l.AgentBurst, MaxTaskProgress: l.MaxTaskProgress, Logger: log.With("service", "orchestrator"),
 			LeaseTTL: cfg.Orchestrator.LeaseTTL, Partitions: cfg.Orchestrator.Partitions,
 			Metrics: s.metrics,
 		})
