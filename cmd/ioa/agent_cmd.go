@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ioa-nats/ioa/agentkit/builtin"
+	"github.com/ioa-nats/ioa/agentkit/protocol"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/bus/auth"
 	"github.com/ioa-nats/ioa/configs"
@@ -25,7 +27,10 @@ func newAgentCmd() *cobra.Command {
 --nats-url (or NATS_URL; without either, to the embedded default address
 nats://127.0.0.1:4222 of a local "ioa serve"). It runs no registry and no
 orchestrator: those run where "ioa serve" runs. The agents register, heartbeat,
-accept invitations and do their tasks until interrupted, then deregister.`,
+accept invitations and do their tasks until interrupted, then deregister.
+A name that another process already serves online is taken over (run warns
+first): its open turns and tasks come here, and when run stops the name is
+gone from the registry until that process registers again.`,
 		Example: `  ioa agent run --config configs/demo.yaml
   ioa agent run --config my-agents.yaml --nats-url nats://nats.example.com:4222
   ioa agent run --config examples/exec-agent/agents.yaml --sandbox ./files`,
@@ -45,6 +50,7 @@ accept invitations and do their tasks until interrupted, then deregister.`,
 				}
 				cfg.Bus.NATSURL = url
 			}
+			warnNamesOnline(cmd, cfg.Agents)
 			sandbox, _ := cmd.Flags().GetString("sandbox")
 			log := newLogger(cfg)
 			st, err := startStack(cmd.Context(), cfg, stackOptions{sandbox: sandbox}, log)
@@ -149,4 +155,37 @@ func fileNote(f string) string {
 		return " (no --config given)"
 	}
 	return " " + f
+}
+
+// warnNamesOnline says which of the agents about to run are online already,
+// served by another process: this one takes their names over (the referee
+// reads a new incarnation as a restart and hands it their open turns and
+// tasks), and when it stops it deregisters them, so they are gone from the
+// registry until the other process registers again. A restart after a
+// crash looks the same until the old heartbeat expires, so it is a warning,
+// not a refusal. Nothing is said when the registry cannot be asked.
+func warnNamesOnline(cmd *cobra.Command, agents []configs.Agent) {
+	c, err := dialClient(cmd)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	var online []string
+	for _, a := range agents {
+		var info protocol.AgentInfo
+		err := c.requestWithin(cmd.Context(), 2*time.Second, c.subj.Registry(bus.RegistryGet), protocol.NameRequest{Name: a.Name}, &info)
+		if err == nil && info.Online {
+			online = append(online, a.Name)
+		}
+	}
+	if len(online) == 0 {
+		return
+	}
+	is, it := "is", "the name"
+	if len(online) > 1 {
+		is, it = "are", "the names"
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s %s already online, served by another process: this one takes %s over "+
+		"(the referee hands it their open turns and tasks), and when it stops %s %s deregistered until that process registers again\n",
+		strings.Join(online, ", "), is, it, it, is)
 }

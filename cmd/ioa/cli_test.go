@@ -793,3 +793,44 @@ func TestCancelEndedSearchWeakAndBadURL(t *testing.T) {
 		t.Errorf("bogus URL: %v", err)
 	}
 }
+
+// ioa agent run warns before it takes over a name another process serves,
+// and says nothing for a name nobody has.
+func TestAgentRunWarnsOfNamesOnline(t *testing.T) {
+	w := newCLIWorld(t, testAgents()...)
+	dir := t.TempDir()
+	run := func(names ...string) string {
+		t.Helper()
+		var yaml strings.Builder
+		yaml.WriteString("agents:\n")
+		for _, n := range names {
+			fmt.Fprintf(&yaml, "  - name: %s\n    description: Multiplies numbers.\n    worker: {kind: builtin, builtin: calculator}\n", n)
+		}
+		f := filepath.Join(dir, names[0]+".yaml")
+		if err := os.WriteFile(f, []byte(yaml.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		root := &cobra.Command{Use: "ioa", SilenceUsage: true, SilenceErrors: true}
+		root.AddCommand(newAgentCmd())
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetArgs([]string{"agent", "run", "--config", f, "--nats-url", w.url})
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		if err := root.ExecuteContext(ctx); err != nil {
+			t.Fatalf("agent run %v: %v\n%s", names, err, errOut.String())
+		}
+		if !strings.Contains(out.String(), "running") {
+			t.Errorf("agent run %v printed %q", names, out.String())
+		}
+		return errOut.String()
+	}
+	if got := run("newcomer"); strings.Contains(got, "warning") {
+		t.Errorf("a name nobody has: %q", got)
+	}
+	got := run("multiplier", "newcomer2")
+	if !strings.Contains(got, "warning: multiplier is already online, served by another process") || strings.Contains(got, "newcomer2") {
+		t.Errorf("a name online: %q", got)
+	}
+}
