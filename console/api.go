@@ -176,10 +176,22 @@ func (s *Server) serveSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Timeout = protocol.Duration(d)
 	}
-	var out protocol.SubmitReply
-	if err := s.request(r, s.cfg.Subjects.Goal(bus.GoalSubmit), req, &out); err != nil {
+	var out struct {
+		protocol.SubmitReply
+		// Timeout and Note say that the server gave the goal less time than
+		// asked: it clamps a timeout to its limits.goal_timeout.
+		Timeout string `json:"timeout,omitempty"`
+		Note    string `json:"note,omitempty"`
+	}
+	if err := s.request(r, s.cfg.Subjects.Goal(bus.GoalSubmit), req, &out.SubmitReply); err != nil {
 		writeServiceError(w, err)
 		return
+	}
+	if asked := req.Timeout.D(); asked > 0 {
+		if st, err := s.getGoal(r, out.GoalID); err == nil && st.Timeout.D() > 0 && st.Timeout.D() < asked {
+			out.Timeout = st.Timeout.D().String()
+			out.Note = fmt.Sprintf("the goal has %s, the server's limit (limits.goal_timeout), not the %s asked", st.Timeout.D(), asked)
+		}
 	}
 	writeJSON(w, http.StatusAccepted, out)
 }

@@ -203,6 +203,14 @@ func TestViewerIsReadOnly(t *testing.T) {
 		t.Fatalf("operator submits: %d %v", code, out)
 	}
 	id := out["goal_id"].(string)
+	if out["note"] != nil || out["timeout"] != nil {
+		t.Errorf("a submit without a timeout: %v", out)
+	}
+	// A timeout over the server's limit is lowered, and the answer says so.
+	if code, out := e.call(t, "POST", "/api/goals", token, map[string]string{"goal": "Compute 3 + 3", "timeout": "2h"}); code != 202 ||
+		out["timeout"] != "5m0s" || !strings.Contains(fmt.Sprint(out["note"]), "5m0s, the server's limit") {
+		t.Errorf("a timeout over the limit: %d %v", code, out)
+	}
 	for _, p := range []string{"/api/goals/" + id + "/cancel", "/api/goals/" + id + "/say", "/api/goals/" + id + "/tasks/t1/result"} {
 		if code, _ := e.call(t, "POST", p, "", map[string]string{}); code != 403 {
 			t.Errorf("viewer POST %s: %d, want 403", p, code)

@@ -50,8 +50,9 @@
 //	GET  /agents?offset&limit&online=1 registry.list
 //	GET  /search?q&limit&offline=1     registry.search: results with score and match
 //	GET  /goals?status&offset&limit    goal.list, one page, newest first; "more" says if another follows
-//	POST /goals {"goal","team","timeout"}          goal.submit → 202 {"goal_id","status"};
-//	                                   404 for a team member not registered, 409 for one offline
+//	POST /goals {"goal","team","timeout"}          goal.submit → 202 {"goal_id","status"}, with
+//	                                   "timeout" and "note" when the server lowered the timeout to
+//	                                   its limit; 404 for a team member not registered, 409 for one offline
 //	GET  /goals/{id}                   goal.get
 //	POST /goals/{id}/cancel            goal.cancel; 409 when the goal had already ended otherwise
 //	POST /goals/{id}/say {"as","type","content","next_speaker","seen_seq"} a person's turn move

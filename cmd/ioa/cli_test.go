@@ -230,6 +230,20 @@ func TestGoalCommand(t *testing.T) {
 			t.Fatalf("detach printed %q, want a goal id alone", out)
 		}
 	})
+	t.Run("a timeout over the server's limit is noted", func(t *testing.T) {
+		t.Parallel()
+		out, errOut, err := runCLI(t, newGoalCmd(), "goal", testGoal, team, "--detach", "--timeout", "2h", "--nats-url", w.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := strings.TrimSuffix(out, "\n")
+		if want := "note: goal " + id + " has 5m0s, the server's limit (limits.goal_timeout), not the 2h0m0s asked\n"; errOut != want {
+			t.Errorf("stderr %q, want %q", errOut, want)
+		}
+		if _, errOut, err = runCLI(t, newGoalCmd(), "goal", testGoal, team, "--detach", "--timeout", "1m", "--nats-url", w.url); err != nil || errOut != "" {
+			t.Errorf("a timeout within the limit: stderr %q, err %v", errOut, err)
+		}
+	})
 	t.Run("detach with an idempotency key", func(t *testing.T) {
 		t.Parallel()
 		var ids []string

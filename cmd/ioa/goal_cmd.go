@@ -108,6 +108,7 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 				return fmt.Errorf("submit: %w", err)
 			}
 			out := cmd.OutOrStdout()
+			noteLoweredTimeout(ctx, cmd.ErrOrStderr(), c, reply.GoalID, req.Timeout.D())
 			if detach {
 				fmt.Fprintln(out, reply.GoalID)
 				return nil
@@ -178,6 +179,21 @@ func awaitGoal(ctx context.Context, cmd *cobra.Command, c *clientConn, req proto
 		newGoalRenderer(c.nc, c.subj, res.GoalID, out, opt).outcome(res)
 	}
 	return goalExit(res)
+}
+
+// noteLoweredTimeout says so when the server gave goal id less time than
+// asked (it clamps a timeout to its limits.goal_timeout).
+func noteLoweredTimeout(ctx context.Context, w io.Writer, c *clientConn, id string, asked time.Duration) {
+	if asked <= 0 {
+		return
+	}
+	var st protocol.GoalStatus
+	if c.request(ctx, c.goalSubject(bus.GoalGet), protocol.GoalIDRequest{GoalID: id}, &st) != nil {
+		return
+	}
+	if got := st.Timeout.D(); got > 0 && got < asked {
+		fmt.Fprintf(w, "note: goal %s has %s, the server's limit (limits.goal_timeout), not the %s asked\n", id, got, asked)
+	}
 }
 
 // maxGoalWait bounds waiting for a goal with no timeout of its own: the
