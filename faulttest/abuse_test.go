@@ -224,7 +224,7 @@ func heapMiB() float64 {
 // registry and the orchestrator live here) stays bounded.
 func TestFaultSlowConsumer(t *testing.T) {
 	const messages, size, workers = 2000, 2 << 10, 8
-	s := newStack(t, stackOpts{orch: orchestrator.Config{AgentRate: 1e6, AgentBurst: 1e6, MaxChatMessages: messages + 100}})
+	s := newStack(t, stackOpts{orch: orchestrator.Config{AgentRate: 1e6, AgentBurst: 1e6, MaxChatMessages: messages + 100, MaxTaskProgress: messages}})
 	lead := newWire(t, s, "lead", "chatty", "slow")
 	chatty := newWire(t, s, "chatty")
 	newWire(t, s, "slow")
