@@ -2,13 +2,16 @@ package a2a
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
 )
 
 // JSON-RPC 2.0 error codes this layer answers with itself.
@@ -99,4 +102,29 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(e)
+}
+
+// endedTasks answers tasks/resubscribe to a task whose run has ended with
+// the task as stored, one event, where a2a-go v0.3.3 answers "task not
+// found" once a task's execution is gone: a client whose stream broke while
+// the task ended learns how it ended. Everything else is the SDK's.
+type endedTasks struct{ a2asrv.RequestHandler }
+
+func (h endedTasks) OnResubscribeToTask(ctx context.Context, id *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
+	events := h.RequestHandler.OnResubscribeToTask(ctx, id)
+	return func(yield func(a2a.Event, error) bool) {
+		first := true
+		for ev, err := range events {
+			if first && id != nil && errors.Is(err, a2a.ErrTaskNotFound) {
+				if task, gerr := h.OnGetTask(ctx, &a2a.TaskQueryParams{ID: id.ID}); gerr == nil && task.Status.State.Terminal() {
+					yield(task, nil)
+					return
+				}
+			}
+			first = false
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
 }

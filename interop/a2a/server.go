@@ -355,7 +355,7 @@ func (s *Server) handlerFor(name string) http.Handler {
 	h, ok := s.handlers[name]
 	if !ok {
 		exec := &executor{s: s, agent: name, running: map[a2a.TaskID]bool{}}
-		h = a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec, a2asrv.WithLogger(s.log), a2asrv.WithCallInterceptor(errorLog{s.log})))
+		h = a2asrv.NewJSONRPCHandler(endedTasks{a2asrv.NewHandler(exec, a2asrv.WithLogger(s.log), a2asrv.WithCallInterceptor(errorLog{s.log}))})
 		s.handlers[name] = h
 	}
 	return h

@@ -310,6 +310,31 @@ func post(t *testing.T, url, token, body string) (int, map[string]any) {
 	return resp.StatusCode, v
 }
 
+// streamed posts a JSON-RPC request whose answer is an SSE stream and
+// returns the JSON of each data line.
+func streamed(t *testing.T, url, body string) []map[string]any {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+doorToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	stream, _ := io.ReadAll(resp.Body)
+	var events []map[string]any
+	for _, line := range strings.Split(string(stream), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var ev map[string]any
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatalf("%s: data line %q: %v", url, data, err)
+			}
+			events = append(events, ev)
+		}
+	}
+	return events
+}
+
 // The JSON-RPC binding on the wire, with bodies shaped like the spec's
 // examples, and bad input.
 func TestFrontDoorWire(t *testing.T) {
@@ -355,6 +380,22 @@ func TestFrontDoorWire(t *testing.T) {
 			t.Errorf("%s: answered id %v, want %v", c.name, v["id"], sent.ID)
 		}
 	}
+	// Resubscribing to the task, which has ended, streams the task as it
+	// ended (a2a-go alone answers "task not found" once its run is over).
+	events := streamed(t, base+"/a2a", `{"jsonrpc":"2.0","id":12,"method":"tasks/resubscribe","params":{"id":"`+res["id"].(string)+`"}}`)
+	if len(events) != 1 || events[0]["error"] != nil || events[0]["id"] != 12.0 {
+		t.Fatalf("resubscribe to an ended task: %d events %v", len(events), events)
+	}
+	if task, _ := events[0]["result"].(map[string]any); task == nil || task["kind"] != "task" || task["id"] != res["id"] ||
+		task["status"].(map[string]any)["state"] != "completed" {
+		t.Errorf("resubscribe to an ended task: %v", events[0])
+	}
+	// A task nobody has is still not found.
+	events = streamed(t, base+"/a2a", `{"jsonrpc":"2.0","id":13,"method":"tasks/resubscribe","params":{"id":"nope"}}`)
+	if len(events) != 1 || events[0]["error"] == nil || events[0]["error"].(map[string]any)["code"] != -32001.0 {
+		t.Errorf("resubscribe to no task: %v", events)
+	}
+
 	// A follow-up message to a task is refused; the task goes on.
 	_, v = post(t, base+"/a2a", doorToken, `{"jsonrpc":"2.0","id":6,"method":"message/send","params":{"message":{"role":"user","taskId":"`+res["id"].(string)+`","parts":[{"kind":"text","text":"more"}],"messageId":"m6"}}}`)
 	if e, _ := v["error"].(map[string]any); e == nil || e["code"] != -32004.0 {
