@@ -97,16 +97,38 @@ func TestSilentLauncherAtTurnLimitFailsWithReason(t *testing.T) {
 	}
 }
 
+// oneTaskThenConclude is a launcher that assigns one sync task to assignee,
+// then concludes with the task's status and result.
+func oneTaskThenConclude(assignee, desc string) func(protocol.Chat) *protocol.AgentMessage {
+	return func(c protocol.Chat) *protocol.AgentMessage {
+		if len(c.Tasks) == 0 {
+			return &protocol.AgentMessage{Type: protocol.MsgSyncTaskAssign, Tasks: []protocol.Task{{Assignee: assignee, TaskDesc: desc}}}
+		}
+		return &protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "task " + c.Tasks[0].Status + ": " + c.Tasks[0].Result}
+	}
+}
+
+// submitUntil submits req without waiting and returns the goal's status
+// once its chat exists and member's copy of the chat's log satisfies ok.
+func submitUntil(t *testing.T, w *world, req protocol.GoalRequest, what string, ok func([]protocol.AgentMessage) bool, member *wireAgent) protocol.GoalStatus {
+	t.Helper()
+	var sub protocol.SubmitReply
+	if err := requestJSON(t, w, "goal.submit", req, &sub); err != nil {
+		t.Fatal(err)
+	}
+	var st protocol.GoalStatus
+	waitFor(t, what, func() bool {
+		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: sub.GoalID}, &st)
+		return st.CommID != "" && ok(member.log(st.CommID))
+	})
+	return st
+}
+
 func TestTaskTimeoutFailsTheTaskAndTheChatGoesOn(t *testing.T) {
 	w := newWorld(t, orchestrator.Config{TaskTimeout: 300 * time.Millisecond})
 	lead := newWireAgent(t, w.b, card("lead", "leads"))
 	lead.team = []string{"sleeper"}
-	lead.speak = func(c protocol.Chat) *protocol.AgentMessage {
-		if len(c.Tasks) == 0 {
-			return &protocol.AgentMessage{Type: protocol.MsgSyncTaskAssign, Tasks: []protocol.Task{{Assignee: "sleeper", TaskDesc: "never finishes"}}}
-		}
-		return &protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "task " + c.Tasks[0].Status + ": " + c.Tasks[0].Result}
-	}
+	lead.speak = oneTaskThenConclude("sleeper", "never finishes")
 	sleeper := newWireAgent(t, w.b, card("sleeper", "never answers"))
 	lead.start(t.Context())
 	sleeper.start(t.Context())
@@ -127,24 +149,13 @@ func TestTaskProgressIsBoundedPerTask(t *testing.T) {
 	w := newWorld(t, orchestrator.Config{MaxTaskProgress: 3})
 	lead := newWireAgent(t, w.b, card("lead", "leads"))
 	lead.team = []string{"chatty"}
-	lead.speak = func(c protocol.Chat) *protocol.AgentMessage {
-		if len(c.Tasks) == 0 {
-			return &protocol.AgentMessage{Type: protocol.MsgSyncTaskAssign, Tasks: []protocol.Task{{Assignee: "chatty", TaskDesc: "report a lot"}}}
-		}
-		return &protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "task " + c.Tasks[0].Status + ": " + c.Tasks[0].Result}
-	}
+	lead.speak = oneTaskThenConclude("chatty", "report a lot")
 	chatty := newWireAgent(t, w.b, card("chatty", "reports progress")) // does no work of its own
 	lead.start(t.Context())
 	chatty.start(t.Context())
-	var sub protocol.SubmitReply
-	if err := requestJSON(t, w, "goal.submit", protocol.GoalRequest{Goal: "progress", Launcher: "lead"}, &sub); err != nil {
-		t.Fatal(err)
-	}
-	var st protocol.GoalStatus
-	waitFor(t, "the task to be assigned", func() bool {
-		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: sub.GoalID}, &st)
-		return st.CommID != "" && slices.ContainsFunc(chatty.log(st.CommID), func(m protocol.AgentMessage) bool { return m.Type == protocol.MsgSyncTaskAssign })
-	})
+	st := submitUntil(t, w, protocol.GoalRequest{Goal: "progress", Launcher: "lead"}, "the task to be assigned", func(log []protocol.AgentMessage) bool {
+		return slices.ContainsFunc(log, func(m protocol.AgentMessage) bool { return m.Type == protocol.MsgSyncTaskAssign })
+	}, chatty)
 	progress := protocol.AgentMessage{Type: protocol.MsgTaskProgress, TaskID: "t1", Content: "still going"}
 	for i := range 3 {
 		if _, err := chatty.send(st.CommID, progress); err != nil {
@@ -158,7 +169,7 @@ func TestTaskProgressIsBoundedPerTask(t *testing.T) {
 		t.Fatalf("the result after the limit: %v", err)
 	}
 	waitFor(t, "the goal to conclude", func() bool {
-		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: sub.GoalID}, &st)
+		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: st.GoalID}, &st)
 		return st.Status == protocol.GoalConcluded && st.Result != nil && st.Result.Conclusion == "task completed: done"
 	})
 }
@@ -183,22 +194,15 @@ func TestMessageAfterTheDeadlineEndsTheGoal(t *testing.T) {
 	alpha := newWireAgent(t, w.b, card("alpha", "works"))
 	lead.start(t.Context())
 	alpha.start(t.Context())
-	var sub protocol.SubmitReply
-	if err := requestJSON(t, w, "goal.submit", protocol.GoalRequest{Goal: "late", Launcher: "lead", Timeout: protocol.Duration(300 * time.Millisecond)}, &sub); err != nil {
-		t.Fatal(err)
-	}
-	var st protocol.GoalStatus
-	waitFor(t, "chat to start", func() bool {
-		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: sub.GoalID}, &st)
-		return st.CommID != "" && len(lead.log(st.CommID)) == 1
-	})
+	st := submitUntil(t, w, protocol.GoalRequest{Goal: "late", Launcher: "lead", Timeout: protocol.Duration(300 * time.Millisecond)},
+		"chat to start", func(log []protocol.AgentMessage) bool { return len(log) == 1 }, lead)
 	time.Sleep(time.Until(st.Deadline) + 20*time.Millisecond)
 	_, err := lead.send(st.CommID, protocol.AgentMessage{Type: protocol.MsgConclusion, Content: "done, late"})
 	if !errors.Is(err, protocol.ErrIllegalTransition) || !strings.Contains(err.Error(), "ran out of time") {
 		t.Fatalf("a conclusion after the deadline: err = %v, want illegal_transition (ran out of time)", err)
 	}
 	waitFor(t, "the goal to end timed_out", func() bool {
-		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: sub.GoalID}, &st)
+		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: st.GoalID}, &st)
 		return st.Status == protocol.GoalTimedOut && st.Result != nil && st.Result.Reason == "goal_timeout"
 	})
 	if log := w.chatLog(t, "lead", st.CommID); len(log) != 2 || log[1].Event != protocol.EventEnd || log[1].Status != protocol.GoalTimedOut {

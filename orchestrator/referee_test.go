@@ -22,16 +22,9 @@ func startedChat(t *testing.T, w *world) (lead, alpha, outsider *wireAgent, goal
 	for _, a := range []*wireAgent{lead, alpha, outsider} {
 		a.start(t.Context())
 	}
-	var sub protocol.SubmitReply
-	if err := requestJSON(t, w, "goal.submit", protocol.GoalRequest{Goal: "referee test", Launcher: "lead"}, &sub); err != nil {
-		t.Fatal(err)
-	}
-	var st protocol.GoalStatus
-	waitFor(t, "chat to start", func() bool {
-		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: sub.GoalID}, &st)
-		return st.CommID != "" && len(lead.log(st.CommID)) == 1
-	})
-	return lead, alpha, outsider, sub.GoalID, st.CommID
+	st := submitUntil(t, w, protocol.GoalRequest{Goal: "referee test", Launcher: "lead"},
+		"chat to start", func(log []protocol.AgentMessage) bool { return len(log) == 1 }, lead)
+	return lead, alpha, outsider, st.GoalID, st.CommID
 }
 
 func TestRefereeRefusesBadMessages(t *testing.T) {

@@ -290,7 +290,9 @@ func TestFrontDoorGoalThatDidNothingFails(t *testing.T) {
 	}
 }
 
-func post(t *testing.T, url, token, body string) (int, map[string]any) {
+// send posts a JSON body to url, with token when it is not empty, and
+// returns the answer's status and body.
+func send(t *testing.T, url, token, body string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -303,25 +305,24 @@ func post(t *testing.T, url, token, body string) (int, map[string]any) {
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+func post(t *testing.T, url, token, body string) (int, map[string]any) {
+	t.Helper()
+	status, data := send(t, url, token, body)
 	var v map[string]any
 	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatalf("%s answered %d %q: %v", url, resp.StatusCode, data, err)
+		t.Fatalf("%s answered %d %q: %v", url, status, data, err)
 	}
-	return resp.StatusCode, v
+	return status, v
 }
 
 // streamed posts a JSON-RPC request whose answer is an SSE stream and
 // returns the JSON of each data line.
 func streamed(t *testing.T, url, body string) []map[string]any {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+doorToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	stream, _ := io.ReadAll(resp.Body)
+	_, stream := send(t, url, doorToken, body)
 	var events []map[string]any
 	for _, line := range strings.Split(string(stream), "\n") {
 		if data, ok := strings.CutPrefix(line, "data: "); ok {
