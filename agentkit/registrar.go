@@ -116,12 +116,18 @@ func (a *agentState) heartbeat(ctx context.Context) (time.Duration, error) {
 func (a *agentState) deregister(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, min(deregisterDeadline, a.rt.opts.requestTimeout))
 	defer cancel()
-	err := bus.Request(ctx, a.rt.nc, a.bound(a.rt.subj.Registry(bus.RegistryDeregister)), protocol.NameRequest{Name: a.Card.Name}, nil)
-	if err != nil && !errors.Is(err, protocol.ErrNotFound) {
+	// Our incarnation: a replacement that registered the name meanwhile (a
+	// rolling restart) keeps it.
+	req := protocol.NameRequest{Name: a.Card.Name, Incarnation: a.Card.Incarnation}
+	err := bus.Request(ctx, a.rt.nc, a.bound(a.rt.subj.Registry(bus.RegistryDeregister)), req, nil)
+	switch {
+	case errors.Is(err, protocol.ErrConflict):
+		a.log.Info("not deregistered: another process registered the name since", "err", err)
+	case err != nil && !errors.Is(err, protocol.ErrNotFound):
 		a.log.Warn("deregister failed", "err", err)
-		return
+	default:
+		a.log.Info("deregistered")
 	}
-	a.log.Info("deregistered")
 }
 
 // bound is the identity-bound form of an endpoint's subject for this agent

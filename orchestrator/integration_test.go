@@ -302,3 +302,52 @@ func TestRestartedAgentRejoinsItsOpenChat(t *testing.T) {
 		t.Fatalf("goal = %s: %+v", st.Status, st.Result)
 	}
 }
+
+// A rolling restart: the new process registers the name, then the old one
+// stops. The old one's deregister must leave the name to the new one, which
+// goes on serving goals with no gap; before, the name was gone from the
+// registry until the new process's next heartbeat found it missing.
+func TestRollingRestartKeepsTheName(t *testing.T) {
+	w := newWorld(t, orchestrator.Config{})
+	runAgents(t, w, orchestrator.Coordinator("coordinator", rules.New(rules.Config{})))
+	worker := func(answer string) agentkit.Agent {
+		return funcAgent("stepper", "Does the numbered steps of jobs.", []string{"steps"},
+			func(agentkit.Task) (string, error) { return answer, nil })
+	}
+	old := worker("done by the old process")
+	old.Card.Incarnation = "old"
+	nc, err := w.b.NewConn("old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := agentkit.NewRuntime(nc, w.b.Subjects(), []agentkit.Agent{old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stopOld := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	defer stopOld()
+	w.WaitOnline(t, "stepper")
+
+	replacement := worker("done by the new process")
+	replacement.Card.Incarnation = "new"
+	runAgents(t, w, replacement)
+	var info protocol.AgentInfo
+	waitFor(t, "the new process registered", func() bool {
+		return requestJSON(t, w, "registry.get", protocol.NameRequest{Name: "stepper"}, &info) == nil && info.Incarnation == "new"
+	})
+	stopOld()
+	if err := <-done; err != nil {
+		t.Fatalf("old runtime: %v", err)
+	}
+
+	// Straight after the old process left, with no heartbeat in between.
+	if err := requestJSON(t, w, "registry.get", protocol.NameRequest{Name: "stepper"}, &info); err != nil || !info.Online || info.Incarnation != "new" {
+		t.Fatalf("after the old process stopped: %+v, %v; want the new one registered and online", info, err)
+	}
+	res := w.Submit(t, protocol.GoalRequest{Goal: "Do step one of job 7.", Team: []string{"stepper"}})
+	if res.Outcome != protocol.OutcomeSucceeded || !strings.Contains(res.Conclusion, "done by the new process") {
+		t.Fatalf("goal after the rolling restart: %+v", res)
+	}
+}

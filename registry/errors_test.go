@@ -54,6 +54,7 @@ func TestErrors(t *testing.T) {
 		{"heartbeat array", bus.RegistryHeartbeat, `["known"]`, 400, "invalid"},
 		{"deregister unknown", bus.RegistryDeregister, `{"name":"nobody"}`, 404, "not_found"},
 		{"deregister duplicate key", bus.RegistryDeregister, `{"name":"known","name":"known"}`, 400, "invalid"},
+		{"deregister bad incarnation", bus.RegistryDeregister, `{"name":"known","incarnation":"a.b"}`, 400, "invalid"},
 		{"list negative offset", bus.RegistryList, `{"offset":-1}`, 400, "invalid"},
 		{"list limit too big", bus.RegistryList, `{"limit":100000}`, 400, "invalid"},
 		{"list null", bus.RegistryList, `null`, 400, "invalid"},

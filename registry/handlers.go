@@ -188,20 +188,62 @@ func (s *Service) deregister(ctx context.Context, r micro.Request, req *protocol
 	if err := protocol.CheckName("name", req.Name); err != nil {
 		return nil, err
 	}
+	if req.Incarnation != "" {
+		if err := protocol.CheckID("incarnation", req.Incarnation); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := s.checkCaller(r, bus.RegistryDeregister, req.Name); err != nil {
 		return nil, err
 	}
-	if _, err := s.lookup(ctx, req.Name); err != nil {
+	if err := s.deleteCard(ctx, req.Name, req.Incarnation); err != nil {
 		return nil, err
-	}
-	if err := s.agents.Delete(ctx, req.Name); err != nil {
-		return nil, kvError("delete card", err)
 	}
 	if err := s.presence.Delete(ctx, req.Name); err != nil {
 		s.log.Warn("registry: delete heartbeat", "agent", req.Name, "err", err)
 	}
 	s.settle(ctx, func(v *view) bool { _, ok := v.agents[req.Name]; return !ok })
 	return &empty{}, nil
+}
+
+// deleteCard deletes name's card, with compare-and-set: when incarnation is
+// given, only while the card is still that incarnation's. A replacement that
+// registered meanwhile keeps the name (409 conflict to the leaving process).
+func (s *Service) deleteCard(ctx context.Context, name, incarnation string) error {
+	for range casRetries {
+		e, err := s.agents.Get(ctx, name)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return protocol.Errorf(protocol.ErrNotFound, "no agent named %q is registered", name)
+		}
+		if err != nil {
+			return kvError("read card", err)
+		}
+		var rec record
+		if incarnation != "" && json.Unmarshal(e.Value(), &rec) == nil &&
+			rec.Incarnation != "" && rec.Incarnation != incarnation {
+			return protocol.Errorf(protocol.ErrConflict,
+				"agent %q is now registered by another incarnation (%s, since %s), not %s: its card is kept",
+				name, rec.Incarnation, rec.UpdatedAt.Format(time.RFC3339), incarnation)
+		}
+		err = s.agents.Delete(ctx, name, jetstream.LastRevision(e.Revision()))
+		if wrongLastSeq(err) {
+			continue // registered again meanwhile: look again
+		}
+		if err != nil {
+			return kvError("delete card", err)
+		}
+		return nil
+	}
+	return protocol.Errorf(protocol.ErrConflict, "agent %q is being registered concurrently; retry", name)
+}
+
+// wrongLastSeq reports a compare-and-set refused by the stream (10071, or
+// 10164 on a replicated stream).
+func wrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 func (s *Service) heartbeat(ctx context.Context, r micro.Request, req *protocol.NameRequest) (*protocol.HeartbeatReply, error) {

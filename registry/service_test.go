@@ -53,6 +53,33 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// A process that stops after its replacement registered the name (a
+// rolling restart) must not take the name away from the replacement.
+func TestDeregisterKeepsANewerIncarnation(t *testing.T) {
+	b, _ := newRegistry(t, Config{})
+	nc := b.Conn()
+	c := card("weather", "Forecasts the weather for any city", "weather")
+	c.Incarnation = "old"
+	register(t, nc, b, c)
+	c.Incarnation = "new"
+	register(t, nc, b, c)
+
+	m := raw(t, nc, b, bus.RegistryDeregister, bus.Encode(protocol.NameRequest{Name: "weather", Incarnation: "old"}))
+	wantError(t, m, 409, "conflict")
+	info := call[protocol.AgentInfo](t, nc, b, bus.RegistryGet, protocol.NameRequest{Name: "weather"})
+	if !info.Online || info.Incarnation != "new" {
+		t.Fatalf("after the old incarnation left: %+v, want the new one registered and online", info)
+	}
+
+	call[struct{}](t, nc, b, bus.RegistryDeregister, protocol.NameRequest{Name: "weather", Incarnation: "new"})
+	wantError(t, raw(t, nc, b, bus.RegistryGet, []byte(`{"name":"weather"}`)), 404, "not_found")
+
+	// Without an incarnation a deregister deletes whichever card is there.
+	register(t, nc, b, c)
+	call[struct{}](t, nc, b, bus.RegistryDeregister, protocol.NameRequest{Name: "weather"})
+	wantError(t, raw(t, nc, b, bus.RegistryGet, []byte(`{"name":"weather"}`)), 404, "not_found")
+}
+
 func TestMicroDiscovery(t *testing.T) {
 	b, _ := newRegistry(t, Config{})
 	var info micro.Info

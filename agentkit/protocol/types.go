@@ -78,6 +78,11 @@ type RegisterReply struct {
 // NameRequest is the body of deregister, heartbeat and get.
 type NameRequest struct {
 	Name string `json:"name"`
+	// Incarnation, on a deregister, is the leaving process's: the card is
+	// deleted only while it is still that incarnation's, so a process
+	// stopping after its replacement registered (a rolling restart) does
+	// not take the name away from the new one. Empty deletes any card.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // HeartbeatReply answers registry.heartbeat.
