@@ -57,8 +57,9 @@ type Task struct {
 	// Progress, when not nil, sends a task_progress with a note to the chat;
 	// long tasks may call it to show they are alive. The referee takes a
 	// bounded number a task (limits.max_task_progress, 100 by default) and
-	// answers the next with protocol.ErrQuotaExceeded: a worker should then
-	// stop reporting and carry on with the task.
+	// answers the next with protocol.ErrQuotaExceeded. From then on Progress
+	// returns that error at once without sending: a worker should stop
+	// reporting and carry on with the task.
 	Progress func(ctx context.Context, note string) error `json:"-"`
 }
 

@@ -59,9 +59,17 @@ func (a *agentState) runTask(ctx context.Context, t Task, progress bool) {
 		}
 	}
 	var notes atomic.Int64
+	var refused atomic.Pointer[error] // the quota refusal, once the referee took no more
 	t.Progress = func(pctx context.Context, note string) error {
+		if err := refused.Load(); err != nil {
+			return *err // the referee would refuse this one too: no round trip
+		}
 		n := notes.Add(1)
-		return report(pctx, protocol.AgentMessage{ID: id("p" + strconv.FormatInt(n, 10)), Type: protocol.MsgTaskProgress, Content: note})
+		err := report(pctx, protocol.AgentMessage{ID: id("p" + strconv.FormatInt(n, 10)), Type: protocol.MsgTaskProgress, Content: note})
+		if errors.Is(err, protocol.ErrQuotaExceeded) {
+			refused.Store(&err)
+		}
+		return err
 	}
 
 	select {

@@ -3,16 +3,21 @@ package orchestrator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ioa-nats/ioa/agentkit"
 	"github.com/ioa-nats/ioa/agentkit/protocol"
+	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/ioa-nats/ioa/registry"
+	"github.com/nats-io/nats.go"
 )
 
 func pingPong(other string) func(protocol.Chat) *protocol.AgentMessage {
@@ -172,6 +177,46 @@ func TestTaskProgressIsBoundedPerTask(t *testing.T) {
 		_ = requestJSON(t, w, "goal.get", protocol.GoalIDRequest{GoalID: st.GoalID}, &st)
 		return st.Status == protocol.GoalConcluded && st.Result != nil && st.Result.Conclusion == "task completed: done"
 	})
+}
+
+// agentkit stops sending a task's progress once the referee refused one
+// for the cap: the worker's later calls get the same error at once, with no
+// request on the bus, and its result still concludes the goal.
+func TestAgentkitProgressStopsAtTheCap(t *testing.T) {
+	const limit = 2
+	w := newWorld(t, orchestrator.Config{MaxTaskProgress: limit})
+	var sent atomic.Int32 // task_progress requests on the bus
+	if _, err := w.nc.Subscribe(w.b.Subjects().AllOutboxes(), func(m *nats.Msg) {
+		if strings.Contains(string(m.Data), `"task_progress"`) {
+			sent.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	calls := make(chan []error, 1)
+	reporter := funcAgent("reporter", "Does the numbered steps of jobs.", []string{"steps"}, nil)
+	reporter.Worker = agentkit.WorkerFunc(func(ctx context.Context, task agentkit.Task) (agentkit.Result, error) {
+		var errs []error
+		for i := range 3 * limit {
+			errs = append(errs, task.Progress(ctx, fmt.Sprintf("step %d", i)))
+		}
+		calls <- errs
+		return agentkit.Result{Conclusion: "reported"}, nil
+	})
+	runAgents(t, w, orchestrator.Coordinator("coordinator", rules.New(rules.Config{})), reporter)
+	res := w.submitWait(t, protocol.GoalRequest{Goal: "Do step one of job 7.", Team: []string{"reporter"}})
+	if res.Outcome != protocol.OutcomeSucceeded {
+		t.Fatalf("goal: %+v", res)
+	}
+	errs := <-calls
+	if last := errs[len(errs)-1]; !errors.Is(last, protocol.ErrQuotaExceeded) {
+		t.Fatalf("the last progress call: %v, want quota_exceeded", last)
+	}
+	// The cap's worth taken (a "started" report may be among them) and one
+	// refused; none after.
+	if n := sent.Load(); n > limit+1 {
+		t.Fatalf("%d task_progress requests sent for %d calls, want at most %d", n, len(errs), limit+1)
+	}
 }
 
 func TestGoalTimeout(t *testing.T) {
