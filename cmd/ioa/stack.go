@@ -333,11 +333,32 @@ func workerFor(cfg *configs.Config, a configs.Agent, sandbox string) (agentkit.W
 		if dir == "" {
 			dir = sandbox
 		}
-		return builtin.New(w.Builtin, builtin.Options{Sandbox: dir})
+		bw, err := builtin.New(w.Builtin, builtin.Options{Sandbox: dir})
+		if err != nil || !a.NestedTeams {
+			return bw, err
+		}
+		return borrowed{Worker: bw, agent: a.Name, builtin: w.Builtin}, nil
 	case "exec":
 		return &worker.Exec{Command: w.Command, Dir: w.Dir, Timeout: w.Timeout, MaxOutput: w.MaxOutput}, nil
 	}
 	return extraWorker(cfg, a)
+}
+
+// borrowed is the built-in worker of an agent that teams up for tasks of
+// several steps and does one-step tasks itself with a built-in (the demo's
+// trip-planner, with the calculator): its refusals say so, or they would
+// read as the calculator's.
+type borrowed struct {
+	agentkit.Worker
+	agent, builtin string
+}
+
+func (b borrowed) Run(ctx context.Context, t agentkit.Task) (agentkit.Result, error) {
+	res, err := b.Worker.Run(ctx, t)
+	if err != nil {
+		err = fmt.Errorf("%s teams up for tasks of several steps and does one-step tasks with the built-in %s worker: %w", b.agent, b.builtin, err)
+	}
+	return res, err
 }
 
 func policyFor(cfg *configs.Config, name string, m *telemetry.Metrics) (agentkit.Policy, error) {
