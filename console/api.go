@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -151,23 +150,6 @@ func (s *Server) serveSubmit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// A member nobody registered, or one offline, would fail the goal at its
-	// team-up, after it was accepted: say so now, as `ioa goal` does.
-	for _, n := range in.Team {
-		var info protocol.AgentInfo
-		err := s.request(r, s.cfg.Subjects.Registry(bus.RegistryGet), protocol.NameRequest{Name: n}, &info)
-		switch {
-		case errors.Is(err, protocol.ErrNotFound):
-			writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("team member %q is not a registered agent", n))
-			return
-		case err != nil:
-			writeServiceError(w, err)
-			return
-		case !info.Online:
-			writeError(w, http.StatusConflict, "conflict", fmt.Sprintf("team member %q is registered but offline", n))
-			return
-		}
-	}
 	if in.Timeout != "" {
 		d, err := time.ParseDuration(in.Timeout)
 		if err != nil || d <= 0 {
@@ -176,22 +158,25 @@ func (s *Server) serveSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Timeout = protocol.Duration(d)
 	}
-	var out struct {
-		protocol.SubmitReply
-		// Timeout and Note say that the server gave the goal less time than
-		// asked: it clamps a timeout to its limits.goal_timeout.
-		Timeout string `json:"timeout,omitempty"`
-		Note    string `json:"note,omitempty"`
-	}
-	if err := s.request(r, s.cfg.Subjects.Goal(bus.GoalSubmit), req, &out.SubmitReply); err != nil {
+	// The service refuses a team member nobody registered (404) or one
+	// offline (409) before it records the goal.
+	var reply protocol.SubmitReply
+	if err := s.request(r, s.cfg.Subjects.Goal(bus.GoalSubmit), req, &reply); err != nil {
 		writeServiceError(w, err)
 		return
 	}
-	if asked := req.Timeout.D(); asked > 0 {
-		if st, err := s.getGoal(r, out.GoalID); err == nil && st.Timeout.D() > 0 && st.Timeout.D() < asked {
-			out.Timeout = st.Timeout.D().String()
-			out.Note = fmt.Sprintf("the goal has %s, the server's limit (limits.goal_timeout), not the %s asked", st.Timeout.D(), asked)
-		}
+	out := struct {
+		GoalID string `json:"goal_id"`
+		Status string `json:"status"`
+		// Timeout and Note say that the server gave the goal less time than
+		// asked: it clamps a timeout to its limits.goal_timeout, and its
+		// reply says the timeout in force (an older server's says none).
+		Timeout string `json:"timeout,omitempty"`
+		Note    string `json:"note,omitempty"`
+	}{GoalID: reply.GoalID, Status: reply.Status}
+	if asked, got := req.Timeout.D(), reply.Timeout.D(); asked > 0 && got > 0 && got < asked {
+		out.Timeout = got.String()
+		out.Note = fmt.Sprintf("the goal has %s, the server's limit (limits.goal_timeout), not the %s asked", got, asked)
 	}
 	writeJSON(w, http.StatusAccepted, out)
 }

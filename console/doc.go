@@ -52,7 +52,9 @@
 //	GET  /goals?status&offset&limit    goal.list, one page, newest first; "more" says if another follows
 //	POST /goals {"goal","team","timeout"}          goal.submit → 202 {"goal_id","status"}, with
 //	                                   "timeout" and "note" when the server lowered the timeout to
-//	                                   its limit; 404 for a team member not registered, 409 for one offline
+//	                                   its limit (its submit reply says the timeout in force); 404 for
+//	                                   a team member not registered, 409 for one offline (goal.submit
+//	                                   refuses them before recording the goal)
 //	GET  /goals/{id}                   goal.get
 //	POST /goals/{id}/cancel            goal.cancel; 409 when the goal had already ended otherwise
 //	POST /goals/{id}/say {"as","type","content","next_speaker","seen_seq"} a person's turn move

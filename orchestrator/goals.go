@@ -198,7 +198,9 @@ func (s *Service) submit(ctx context.Context, caller string, data []byte, replyT
 		return
 	}
 	if wait == "" {
-		_ = bus.RespondLater(s.nc, replyTo, protocol.SubmitReply{GoalID: st.GoalID, Status: protocol.GoalAccepted})
+		// The reply says the timeout in force: a larger one asked for was
+		// clamped to limits.goal_timeout.
+		_ = bus.RespondLater(s.nc, replyTo, protocol.SubmitReply{GoalID: st.GoalID, Status: protocol.GoalAccepted, Timeout: st.Timeout})
 	}
 }
 
@@ -278,6 +280,11 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 			st.Deadline = parent.Deadline
 		}
 	}
+	// The agents the goal names must be there now: refused here, before
+	// anything is recorded, the goal would otherwise fail at its team-up.
+	if err := s.checkNamed(ctx, st); err != nil {
+		return st, err
+	}
 	// A goal this instance launches at once is recorded as forming: the
 	// launch's own write of that status would be a second round trip in a
 	// row on the submitter's path. One forwarded to the partition's owner
@@ -312,6 +319,64 @@ func (s *Service) createGoal(ctx context.Context, req protocol.GoalRequest, repl
 	s.watchLaunch(st.GoalID)
 	s.startLaunch(ctx, st)
 	return st, nil
+}
+
+// namedAsk bounds each registry request of checkNamed.
+const namedAsk = 2 * time.Second
+
+// checkNamed refuses a goal that names an agent (in its team, or as its
+// launcher) the registry does not know (not_found) or lists as offline
+// (conflict). Expected agents (the coordinator, Config.Expect: this server's
+// own) are not checked: one of them restarting is waited for by the team-up.
+// A goal that names nobody else, the hot path, costs no request; an answer
+// about an agent found online within cardFresh is taken again, and saves the
+// team-up its own request. A registry that does not answer refuses nothing:
+// the team-up asks again.
+func (s *Service) checkNamed(ctx context.Context, st protocol.GoalStatus) error {
+	var names []string
+	for _, n := range dedupe(append(slices.Clone(st.Team), st.Launcher)) {
+		if !s.expected[n] {
+			names = append(names, n)
+		}
+	}
+	errs := make([]error, len(names))
+	if len(names) == 1 {
+		errs[0] = s.checkAgent(ctx, names[0])
+	} else {
+		var wg sync.WaitGroup
+		for i, n := range names {
+			wg.Go(func() { errs[i] = s.checkAgent(ctx, n) })
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAgent is checkNamed for one name.
+func (s *Service) checkAgent(ctx context.Context, name string) error {
+	a, ok := s.answers.cached(name, cardFresh)
+	if !ok || !a.registered || !a.info.Online {
+		var err error
+		if a, err = s.answers.ask(ctx, s, name, namedAsk); err != nil {
+			s.log.Debug("submit: registry did not answer about a named agent; the team-up checks it", "agent", name, "err", err)
+			return nil
+		}
+	}
+	switch {
+	case !a.registered:
+		return protocol.Errorf(protocol.ErrNotFound, "no agent named %q is registered", name)
+	case !a.info.Online && !a.info.LastSeen.IsZero():
+		return protocol.Errorf(protocol.ErrConflict, "agent %q is registered but offline (last seen %s, %s ago)", name,
+			a.info.LastSeen.UTC().Format(time.RFC3339), time.Since(a.info.LastSeen).Round(time.Second))
+	case !a.info.Online:
+		return protocol.Errorf(protocol.ErrConflict, "agent %q is registered but offline", name)
+	}
+	return nil
 }
 
 // launch asks the launcher to form the team. The team-up request it makes

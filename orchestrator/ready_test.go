@@ -103,9 +103,12 @@ func multiply(t agentkit.Task) (string, error) {
 
 // TestTeamupWaitsForALauncherStillRegistering: a launcher that answers its
 // launch before its registration is through (the race of issue 19) gets
-// its team once it registers; a member nobody expects fails at once.
+// its team once it registers; a member nobody expects fails at once. The
+// launcher is the coordinator, an expected agent: goal.submit refuses any
+// other launcher it names that is not registered
+// (TestSubmitRefusesNamedAgentsNotThere).
 func TestTeamupWaitsForALauncherStillRegistering(t *testing.T) {
-	w := newWorld(t, orchestrator.Config{})
+	w := newWorld(t, orchestrator.Config{Coordinator: "lead"})
 	gets := watchGets(t, w)
 	lead := newWireAgent(t, w.b, card("lead", "Leads a team."))
 	lead.speak = func(protocol.Chat) *protocol.AgentMessage {
@@ -130,8 +133,12 @@ func TestTeamupWaitsForALauncherStillRegistering(t *testing.T) {
 		t.Fatalf("goal with a launcher that registered late: %+v (result %+v)", st, st.Result)
 	}
 
-	// A member that is not expected is not waited for.
-	res := w.submitWait(t, protocol.GoalRequest{Goal: "Lead a ghost", Launcher: "lead", Team: []string{"ghost"}})
+	// A member that is not expected is not waited for. The goal does not
+	// name it (goal.submit would refuse it): its launcher teams up with it.
+	other := newWireAgent(t, w.b, card("other-lead", "Leads a team with a ghost."))
+	other.team = []string{"ghost"}
+	other.start(t.Context())
+	res := w.submitWait(t, protocol.GoalRequest{Goal: "Lead a ghost", Launcher: "other-lead"})
 	if res.Status != protocol.GoalFailed || !strings.Contains(res.Reason, "member ghost is not registered") {
 		t.Fatalf("goal with an unknown member = %+v, want failed: member ghost is not registered", res)
 	}

@@ -48,7 +48,7 @@ func (s *Service) resubmitted(ctx context.Context, req protocol.GoalRequest, wai
 	}
 	s.log.Log(ctx, level, "goal submitted again with its idempotency key", "goal", id, "status", prior.Status, "wait", wait != "")
 	if wait == "" {
-		return true, bus.RespondLater(s.nc, replyTo, protocol.SubmitReply{GoalID: id, Status: prior.Status})
+		return true, bus.RespondLater(s.nc, replyTo, protocol.SubmitReply{GoalID: id, Status: prior.Status, Timeout: prior.Timeout})
 	}
 	if !protocol.GoalEnded(prior.Status) {
 		st, err := s.updateGoal(ctx, id, func(g *protocol.GoalStatus) error {

@@ -264,6 +264,10 @@ const MaxIdempotencyKey = 256
 type SubmitReply struct {
 	GoalID string `json:"goal_id"`
 	Status string `json:"status"`
+	// Timeout is the goal's timeout in force (GoalStatus.Timeout): one
+	// asked for over the server's limits.goal_timeout was lowered to it.
+	// An older server sends none.
+	Timeout Duration `json:"timeout,omitempty"`
 }
 
 // GoalIDRequest is the body of goal.get and goal.cancel.

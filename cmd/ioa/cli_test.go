@@ -279,13 +279,17 @@ func TestGoalCommand(t *testing.T) {
 		}
 	})
 	// An agent the goal names but the registry does not know is refused
-	// before submitting, in one line.
-	for _, args := range [][]string{{"--launcher", "nobody"}, {"--team", "multiplier,ghost"}, {"--team", "ghost", "--json"}} {
-		t.Run("unknown agent "+strings.Join(args, " "), func(t *testing.T) {
+	// by the server's goal.submit, and said in one line.
+	for _, c := range []struct {
+		unknown string
+		args    []string
+	}{{"nobody", []string{"--launcher", "nobody"}}, {"ghost", []string{"--team", "multiplier,ghost"}}, {"ghost", []string{"--team", "ghost", "--json"}}} {
+		t.Run("unknown agent "+strings.Join(c.args, " "), func(t *testing.T) {
 			t.Parallel()
-			out, _, err := runCLI(t, newGoalCmd(), append([]string{"goal", testGoal, "--nats-url", w.url}, args...)...)
-			if err == nil || !strings.Contains(err.Error(), "is registered") || strings.Contains(err.Error(), "\n") || out != "" {
-				t.Fatalf("err = %v, stdout %q; want one line naming the unknown agent and nothing on stdout", err, out)
+			out, _, err := runCLI(t, newGoalCmd(), append([]string{"goal", testGoal, "--nats-url", w.url}, c.args...)...)
+			want := fmt.Sprintf("no agent named %q is registered (see: ioa agents ls)", c.unknown)
+			if err == nil || err.Error() != want || !errors.Is(err, protocol.ErrNotFound) || out != "" {
+				t.Fatalf("err = %v, stdout %q; want %q and nothing on stdout", err, out, want)
 			}
 		})
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -97,18 +96,15 @@ following; the goal goes on (ioa watch ID, ioa goals cancel ID).`,
 				return fmt.Errorf("the credentials are %s's, an observer: they may watch goals but not submit them (use a client's: ioa agent add NAME --role client)", c.id.Name)
 			}
 			ctx := cmd.Context()
-			if err := checkNamedAgents(ctx, c, req); err != nil {
-				return err
-			}
 			if !detach && !c.streams() {
 				return awaitGoal(ctx, cmd, c, req, asJSON, quiet)
 			}
 			var reply protocol.SubmitReply
 			if err := c.submit(ctx, req, &reply); err != nil {
-				return fmt.Errorf("submit: %w", err)
+				return submitError(err)
 			}
 			out := cmd.OutOrStdout()
-			noteLoweredTimeout(ctx, cmd.ErrOrStderr(), c, reply.GoalID, req.Timeout.D())
+			noteLoweredTimeout(cmd.ErrOrStderr(), reply, req.Timeout.D())
 			if detach {
 				fmt.Fprintln(out, reply.GoalID)
 				return nil
@@ -169,7 +165,7 @@ func awaitGoal(ctx context.Context, cmd *cobra.Command, c *clientConn, req proto
 	// again every 30 s (with the key, each copy is the same goal).
 	var res protocol.GoalResult
 	if err := c.requestAgain(ctx, c.goalSubject(bus.GoalSubmit), wait+clientRequestTimeout, 30*time.Second, req, &res); err != nil {
-		return fmt.Errorf("submit: %w", err)
+		return submitError(err)
 	}
 	if asJSON {
 		if err := writeJSON(out, res); err != nil {
@@ -181,18 +177,13 @@ func awaitGoal(ctx context.Context, cmd *cobra.Command, c *clientConn, req proto
 	return goalExit(res)
 }
 
-// noteLoweredTimeout says so when the server gave goal id less time than
-// asked (it clamps a timeout to its limits.goal_timeout).
-func noteLoweredTimeout(ctx context.Context, w io.Writer, c *clientConn, id string, asked time.Duration) {
-	if asked <= 0 {
-		return
-	}
-	var st protocol.GoalStatus
-	if c.request(ctx, c.goalSubject(bus.GoalGet), protocol.GoalIDRequest{GoalID: id}, &st) != nil {
-		return
-	}
-	if got := st.Timeout.D(); got > 0 && got < asked {
-		fmt.Fprintf(w, "note: goal %s has %s, the server's limit (limits.goal_timeout), not the %s asked\n", id, got, asked)
+// noteLoweredTimeout says so when the server gave the goal less time than
+// asked (it clamps a timeout to its limits.goal_timeout): the submit's reply
+// carries the timeout in force. A reply without one (an older server) gets
+// no note.
+func noteLoweredTimeout(w io.Writer, reply protocol.SubmitReply, asked time.Duration) {
+	if got := reply.Timeout.D(); asked > 0 && got > 0 && got < asked {
+		fmt.Fprintf(w, "note: goal %s has %s, the server's limit (limits.goal_timeout), not the %s asked\n", reply.GoalID, got, asked)
 	}
 }
 
@@ -200,26 +191,20 @@ func noteLoweredTimeout(ctx context.Context, w io.Writer, c *clientConn, id stri
 // server ends every goal by its goal timeout (5 minutes by default).
 const maxGoalWait = time.Hour
 
-// checkNamedAgents fails early, in one line, when the goal names an agent
-// the registry does not know; the goal would only fail at team-up.
-func checkNamedAgents(ctx context.Context, c *clientConn, req protocol.GoalRequest) error {
-	names := slices.Clone(req.Team)
-	if req.Launcher != "" {
-		names = append(names, req.Launcher)
-	}
-	for _, n := range names {
-		var info protocol.AgentInfo
-		err := c.request(ctx, c.subj.Registry(bus.RegistryGet), protocol.NameRequest{Name: n}, &info)
+// submitError explains a refused submit in one line. The server refuses a
+// goal that names an agent the registry does not know (not_found) or lists
+// as offline (conflict) before it records anything.
+func submitError(err error) error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
 		switch {
-		case errors.Is(err, protocol.ErrNotFound):
-			return fmt.Errorf("no agent named %q is registered (see: ioa agents ls)", n)
-		case err != nil:
-			return err
-		case !info.Online:
-			return fmt.Errorf("agent %q is registered but offline", n)
+		case errors.Is(err, protocol.ErrNotFound) && strings.HasPrefix(pe.Message, "no agent named "):
+			return plainError{pe.Message + " (see: ioa agents ls)", err}
+		case errors.Is(err, protocol.ErrConflict) && strings.Contains(pe.Message, "is registered but offline"):
+			return plainError{pe.Message, err}
 		}
 	}
-	return nil
+	return fmt.Errorf("submit: %w", err)
 }
 
 // goalExit maps how a goal ended to the exit status.
