@@ -264,21 +264,7 @@ func TestRestartedAgentRejoinsItsOpenChat(t *testing.T) {
 	})
 	runAgents(t, w, orchestrator.Coordinator("coordinator", rules.New(rules.Config{})))
 
-	nc, err := w.b.NewConn("first")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt1, err := agentkit.NewRuntime(nc, w.b.Subjects(), []agentkit.Agent{first})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx1, stop1 := context.WithCancel(context.Background())
-	done1 := make(chan error, 1)
-	go func() { done1 <- rt1.Run(ctx1) }()
-	waitFor(t, "slowpoke online", func() bool {
-		var info protocol.AgentInfo
-		return requestJSON(t, w, "registry.get", protocol.NameRequest{Name: "slowpoke"}, &info) == nil && info.Online
-	})
+	stop1 := runStoppable(t, w, first)
 	var sub protocol.SubmitReply
 	if err := requestJSON(t, w, "goal.submit", protocol.GoalRequest{Goal: "Do the slow work.", Team: []string{"slowpoke"}}, &sub); err != nil {
 		t.Fatal(err)
@@ -288,8 +274,7 @@ func TestRestartedAgentRejoinsItsOpenChat(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the task never started")
 	}
-	stop1() // the agent goes away mid-task
-	<-done1
+	_ = stop1() // the agent goes away mid-task
 
 	runAgents(t, w, funcAgent("slowpoke", "Does slow work on request.", []string{"slow work"},
 		func(agentkit.Task) (string, error) { return "slow work done", nil }))
@@ -301,6 +286,34 @@ func TestRestartedAgentRejoinsItsOpenChat(t *testing.T) {
 	if st.Status != protocol.GoalConcluded || !strings.Contains(st.Result.Conclusion, "slow work done") {
 		t.Fatalf("goal = %s: %+v", st.Status, st.Result)
 	}
+}
+
+// runStoppable hosts agent in an agentkit runtime of its own, as one process
+// would, and returns once it is online; stop ends that runtime (the agent
+// deregisters) and returns what its Run returned. The end of the test stops
+// it too.
+func runStoppable(t *testing.T, w *world, agent agentkit.Agent) (stop func() error) {
+	t.Helper()
+	nc, err := w.b.NewConn(agent.Card.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := agentkit.NewRuntime(nc, w.b.Subjects(), []agentkit.Agent{agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	w.WaitOnline(t, agent.Card.Name)
+	return stop
 }
 
 // A rolling restart: the new process registers the name, then the old one
@@ -316,19 +329,7 @@ func TestRollingRestartKeepsTheName(t *testing.T) {
 	}
 	old := worker("done by the old process")
 	old.Card.Incarnation = "old"
-	nc, err := w.b.NewConn("old")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := agentkit.NewRuntime(nc, w.b.Subjects(), []agentkit.Agent{old})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stopOld := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(ctx) }()
-	defer stopOld()
-	w.WaitOnline(t, "stepper")
+	stopOld := runStoppable(t, w, old)
 
 	replacement := worker("done by the new process")
 	replacement.Card.Incarnation = "new"
@@ -337,8 +338,7 @@ func TestRollingRestartKeepsTheName(t *testing.T) {
 	waitFor(t, "the new process registered", func() bool {
 		return requestJSON(t, w, "registry.get", protocol.NameRequest{Name: "stepper"}, &info) == nil && info.Incarnation == "new"
 	})
-	stopOld()
-	if err := <-done; err != nil {
+	if err := stopOld(); err != nil {
 		t.Fatalf("old runtime: %v", err)
 	}
 
