@@ -35,13 +35,20 @@ func (a *agentState) registrar(ctx context.Context, rt *router) {
 	// A heartbeat at once tells us the ttl.
 	t := time.NewTimer(0)
 	defer t.Stop()
+	warned := "" // the other process's incarnation we last warned of
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		ttl, err := a.heartbeat(ctx)
+		ttl, holder, err := a.heartbeat(ctx)
+		if err == nil && holder != "" && holder != a.Card.Incarnation && holder != warned {
+			// A rolling restart's new process, or a second process by mistake.
+			a.log.Warn("another process registered this agent's name since: both get its messages until one stops",
+				"incarnation", a.Card.Incarnation, "registered", holder)
+			warned = holder
+		}
 		switch {
 		case errors.Is(err, protocol.ErrNotFound):
 			a.log.Warn("registry forgot the agent; registering again")
@@ -105,12 +112,14 @@ func (a *agentState) rejoinOpenChats(ctx context.Context, rt *router) {
 	}
 }
 
-func (a *agentState) heartbeat(ctx context.Context) (time.Duration, error) {
+// heartbeat tells the registry the agent is alive; it returns the ttl and
+// the incarnation the name's card is registered with.
+func (a *agentState) heartbeat(ctx context.Context) (time.Duration, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.rt.opts.requestTimeout)
 	defer cancel()
 	var out protocol.HeartbeatReply
 	err := bus.Request(ctx, a.rt.nc, a.bound(a.rt.subj.Registry(bus.RegistryHeartbeat)), protocol.NameRequest{Name: a.Card.Name}, &out)
-	return out.TTL.D(), err
+	return out.TTL.D(), out.Incarnation, err
 }
 
 func (a *agentState) deregister(ctx context.Context) {

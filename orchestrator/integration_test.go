@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,6 +20,7 @@ import (
 	"github.com/ioa-nats/ioa/agentkit/rules"
 	"github.com/ioa-nats/ioa/agentkit/worker"
 	"github.com/ioa-nats/ioa/bus"
+	"github.com/ioa-nats/ioa/internal/stacktest"
 	"github.com/ioa-nats/ioa/orchestrator"
 	"github.com/ioa-nats/ioa/registry"
 	"github.com/nats-io/nats.go"
@@ -292,13 +294,13 @@ func TestRestartedAgentRejoinsItsOpenChat(t *testing.T) {
 // would, and returns once it is online; stop ends that runtime (the agent
 // deregisters) and returns what its Run returned. The end of the test stops
 // it too.
-func runStoppable(t *testing.T, w *world, agent agentkit.Agent) (stop func() error) {
+func runStoppable(t *testing.T, w *world, agent agentkit.Agent, opts ...agentkit.Option) (stop func() error) {
 	t.Helper()
 	nc, err := w.b.NewConn(agent.Card.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := agentkit.NewRuntime(nc, w.b.Subjects(), []agentkit.Agent{agent})
+	rt, err := agentkit.NewRuntime(nc, w.b.Subjects(), []agentkit.Agent{agent}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,11 +319,15 @@ func runStoppable(t *testing.T, w *world, agent agentkit.Agent) (stop func() err
 }
 
 // A rolling restart: the new process registers the name, then the old one
-// stops. The old one's deregister must leave the name to the new one, which
-// goes on serving goals with no gap; before, the name was gone from the
-// registry until the new process's next heartbeat found it missing.
+// stops. The old one hears from its heartbeat that another process holds the
+// name (and warns: it may as well be a second process started by mistake).
+// Its deregister must leave the name to the new one, which goes on serving
+// goals with no gap; before, the name was gone from the registry until the
+// new process's next heartbeat found it missing.
 func TestRollingRestartKeepsTheName(t *testing.T) {
-	w := newWorld(t, orchestrator.Config{})
+	// A short ttl: agentkit heartbeats every ttl/3.
+	s := stacktest.Start(t, stacktest.Options{Registry: registry.Config{HeartbeatTTL: 600 * time.Millisecond}})
+	w := &world{Stack: s, b: s.Bus, nc: s.Bus.Conn()}
 	runAgents(t, w, orchestrator.Coordinator("coordinator", rules.New(rules.Config{})))
 	worker := func(answer string) agentkit.Agent {
 		return funcAgent("stepper", "Does the numbered steps of jobs.", []string{"steps"},
@@ -329,7 +335,11 @@ func TestRollingRestartKeepsTheName(t *testing.T) {
 	}
 	old := worker("done by the old process")
 	old.Card.Incarnation = "old"
-	stopOld := runStoppable(t, w, old)
+	var oldLog stacktest.Buffer
+	stopOld := runStoppable(t, w, old, agentkit.WithLogger(slog.New(slog.NewTextHandler(&oldLog, nil))))
+	if strings.Contains(oldLog.String(), "another process") {
+		t.Fatalf("the old process warned before any other registered: %s", oldLog.String())
+	}
 
 	replacement := worker("done by the new process")
 	replacement.Card.Incarnation = "new"
@@ -337,6 +347,10 @@ func TestRollingRestartKeepsTheName(t *testing.T) {
 	var info protocol.AgentInfo
 	waitFor(t, "the new process registered", func() bool {
 		return requestJSON(t, w, "registry.get", protocol.NameRequest{Name: "stepper"}, &info) == nil && info.Incarnation == "new"
+	})
+	waitFor(t, "the old process to warn of the new one", func() bool {
+		return strings.Contains(oldLog.String(), `msg="another process registered this agent's name since`) &&
+			strings.Contains(oldLog.String(), "incarnation=old registered=new")
 	})
 	if err := stopOld(); err != nil {
 		t.Fatalf("old runtime: %v", err)

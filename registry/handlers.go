@@ -253,10 +253,13 @@ func (s *Service) heartbeat(ctx context.Context, r micro.Request, req *protocol.
 	if _, err := s.checkCaller(r, bus.RegistryHeartbeat, req.Name); err != nil {
 		return nil, err
 	}
-	if !s.known(req.Name) {
-		if _, err := s.lookup(ctx, req.Name); err != nil {
+	incarnation, ok := s.incarnation(req.Name)
+	if !ok {
+		info, err := s.lookup(ctx, req.Name)
+		if err != nil {
 			return nil, err
 		}
+		incarnation = info.Incarnation
 	}
 	if _, err := s.presence.Put(ctx, req.Name, nil); err != nil {
 		// The heartbeat is proof of life even when the presence bucket
@@ -266,7 +269,7 @@ func (s *Service) heartbeat(ctx context.Context, r micro.Request, req *protocol.
 		s.view.beatLocally(req.Name, time.Now())
 		return nil, kvError("record heartbeat (kept in this registry instance's memory)", err)
 	}
-	return &protocol.HeartbeatReply{TTL: protocol.Duration(s.cfg.HeartbeatTTL)}, nil
+	return &protocol.HeartbeatReply{TTL: protocol.Duration(s.cfg.HeartbeatTTL), Incarnation: incarnation}, nil
 }
 
 func (s *Service) get(ctx context.Context, _ micro.Request, req *protocol.NameRequest) (*protocol.AgentInfo, error) {
@@ -301,11 +304,16 @@ func (s *Service) list(_ context.Context, _ micro.Request, req *protocol.ListReq
 	return reply, nil
 }
 
-func (s *Service) known(name string) bool {
+// incarnation is the incarnation name's card was registered with, as this
+// instance's view has it; ok is false when the view does not know the name.
+func (s *Service) incarnation(name string) (_ string, ok bool) {
 	s.view.mu.RLock()
 	defer s.view.mu.RUnlock()
-	_, ok := s.view.agents[name]
-	return ok
+	a, ok := s.view.agents[name]
+	if !ok {
+		return "", false
+	}
+	return a.rec.Incarnation, true
 }
 
 // lookup finds an agent in the view, or in KV when this instance has not

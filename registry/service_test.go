@@ -63,6 +63,10 @@ func TestDeregisterKeepsANewerIncarnation(t *testing.T) {
 	register(t, nc, b, c)
 	c.Incarnation = "new"
 	register(t, nc, b, c)
+	// The old process hears of the new one from its heartbeat.
+	if hb := call[protocol.HeartbeatReply](t, nc, b, bus.RegistryHeartbeat, protocol.NameRequest{Name: "weather"}); hb.Incarnation != "new" {
+		t.Fatalf("heartbeat reply %+v, want the card's incarnation", hb)
+	}
 
 	m := raw(t, nc, b, bus.RegistryDeregister, bus.Encode(protocol.NameRequest{Name: "weather", Incarnation: "old"}))
 	wantError(t, m, 409, "conflict")

@@ -88,6 +88,10 @@ type NameRequest struct {
 // HeartbeatReply answers registry.heartbeat.
 type HeartbeatReply struct {
 	TTL Duration `json:"ttl"`
+	// Incarnation is the incarnation the name's card was registered with.
+	// One other than the heartbeating process's own says that another
+	// process registered the name since: both get its messages.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // AgentInfo is a card with its liveness, the reply of registry.get.
