@@ -46,3 +46,13 @@ func PublishAcked(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.P
 	}
 	return r.PubAck, nil
 }
+
+// WrongLastSeq reports a publish the stream refused because its expected
+// last sequence (of the stream, or of the subject: a compare-and-set) did
+// not hold: 10071, or 10164 from a replicated stream.
+func WrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}

@@ -41,8 +41,11 @@ func TestPublishAckedAnswersAsJetStreamDoes(t *testing.T) {
 	// A new id after the wrong last sequence: the API error 10071, as jetstream gives it.
 	_, err = bus.PublishAcked(t.Context(), nc, msg("c1.2", 0))
 	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence || !bus.WrongLastSeq(err) {
 		t.Fatalf("wrong last sequence: %v", err)
+	}
+	if bus.WrongLastSeq(jetstream.ErrNoStreamResponse) {
+		t.Fatal("WrongLastSeq takes no answer for a wrong sequence")
 	}
 	_, jsErr := js.PublishMsg(t.Context(), msg("c1.3", 0))
 	if jsErr == nil || err.Error() != jsErr.Error() {

@@ -174,9 +174,9 @@ func (s *Server) serveSubmit(w http.ResponseWriter, r *http.Request) {
 		Timeout string `json:"timeout,omitempty"`
 		Note    string `json:"note,omitempty"`
 	}{GoalID: reply.GoalID, Status: reply.Status}
-	if asked, got := req.Timeout.D(), reply.Timeout.D(); asked > 0 && got > 0 && got < asked {
+	if got, lowered := reply.Lowered(req.Timeout.D()); lowered {
 		out.Timeout = got.String()
-		out.Note = fmt.Sprintf("the goal has %s, the server's limit (limits.goal_timeout), not the %s asked", got, asked)
+		out.Note = fmt.Sprintf("the goal has %s, the server's limit (limits.goal_timeout), not the %s asked", got, req.Timeout.D())
 	}
 	writeJSON(w, http.StatusAccepted, out)
 }

@@ -340,15 +340,11 @@ func (s *Service) checkNamed(ctx context.Context, st protocol.GoalStatus) error 
 		}
 	}
 	errs := make([]error, len(names))
-	if len(names) == 1 {
-		errs[0] = s.checkAgent(ctx, names[0])
-	} else {
-		var wg sync.WaitGroup
-		for i, n := range names {
-			wg.Go(func() { errs[i] = s.checkAgent(ctx, n) })
-		}
-		wg.Wait()
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Go(func() { errs[i] = s.checkAgent(ctx, n) })
 	}
+	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -359,13 +355,10 @@ func (s *Service) checkNamed(ctx context.Context, st protocol.GoalStatus) error 
 
 // checkAgent is checkNamed for one name.
 func (s *Service) checkAgent(ctx context.Context, name string) error {
-	a, ok := s.answers.cached(name, cardFresh)
-	if !ok || !a.registered || !a.info.Online {
-		var err error
-		if a, err = s.answers.ask(ctx, s, name, namedAsk); err != nil {
-			s.log.Debug("submit: registry did not answer about a named agent; the team-up checks it", "agent", name, "err", err)
-			return nil
-		}
+	a, err := s.lookupAgent(ctx, name, namedAsk)
+	if err != nil {
+		s.log.Debug("submit: registry did not answer about a named agent; the team-up checks it", "agent", name, "err", err)
+		return nil
 	}
 	switch {
 	case !a.registered:

@@ -470,14 +470,9 @@ func (s *Service) online(ctx context.Context, name string) error {
 }
 
 func (s *Service) agentInfo(ctx context.Context, name string) (protocol.AgentCard, error) {
-	// Only an online answer is taken again: a member not registered or
-	// offline a moment ago may be starting (memberCards waits for it).
-	a, ok := s.answers.cached(name, cardFresh)
-	if !ok || !a.registered || !a.info.Online {
-		var err error
-		if a, err = s.answers.ask(ctx, s, name, 5*time.Second); err != nil {
-			return a.info.AgentCard, protocol.Errorf(protocol.ErrUnavailable, "registry: %v", err)
-		}
+	a, err := s.lookupAgent(ctx, name, 5*time.Second)
+	if err != nil {
+		return a.info.AgentCard, protocol.Errorf(protocol.ErrUnavailable, "registry: %v", err)
 	}
 	switch {
 	case !a.registered:
@@ -486,6 +481,18 @@ func (s *Service) agentInfo(ctx context.Context, name string) (protocol.AgentCar
 		return a.info.AgentCard, protocol.Errorf(protocol.ErrConflict, "member %s is offline", name)
 	}
 	return a.info.AgentCard, nil
+}
+
+// lookupAgent is the registry's answer about name: the last one when it
+// said online within cardFresh, else a new one, asked within timeout. Only
+// an online answer is taken again: an agent not registered or offline a
+// moment ago may be starting. err is only for a registry that did not
+// answer.
+func (s *Service) lookupAgent(ctx context.Context, name string, timeout time.Duration) (registryAnswer, error) {
+	if a, ok := s.answers.cached(name, cardFresh); ok && a.registered && a.info.Online {
+		return a, nil
+	}
+	return s.answers.ask(ctx, s, name, timeout)
 }
 
 // handleHealth answers <p>.health, whatever the body: starting or ready.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/ioa-nats/ioa/bus"
 	"github.com/ioa-nats/ioa/internal/backoff"
 
 	"github.com/nats-io/nats.go"
@@ -76,13 +77,7 @@ func (s *Service) settle(ctx context.Context, what string, write func(context.Co
 // than it expected: a wrong last sequence (10071, or 10164 on a replicated
 // stream), an existing key, a duplicate message id.
 func conflict(err error) bool {
-	if errors.Is(err, errDuplicate) || errors.Is(err, jetstream.ErrKeyExists) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+	return errors.Is(err, errDuplicate) || errors.Is(err, jetstream.ErrKeyExists) || bus.WrongLastSeq(err)
 }
 
 // transient reports errors that a stream without a leader, or a connection

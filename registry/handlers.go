@@ -226,7 +226,7 @@ func (s *Service) deleteCard(ctx context.Context, name, incarnation string) erro
 				name, rec.Incarnation, rec.UpdatedAt.Format(time.RFC3339), incarnation)
 		}
 		err = s.agents.Delete(ctx, name, jetstream.LastRevision(e.Revision()))
-		if wrongLastSeq(err) {
+		if bus.WrongLastSeq(err) {
 			continue // registered again meanwhile: look again
 		}
 		if err != nil {
@@ -235,15 +235,6 @@ func (s *Service) deleteCard(ctx context.Context, name, incarnation string) erro
 		return nil
 	}
 	return protocol.Errorf(protocol.ErrConflict, "agent %q is being registered concurrently; retry", name)
-}
-
-// wrongLastSeq reports a compare-and-set refused by the stream (10071, or
-// 10164 on a replicated stream).
-func wrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 func (s *Service) heartbeat(ctx context.Context, r micro.Request, req *protocol.NameRequest) (*protocol.HeartbeatReply, error) {

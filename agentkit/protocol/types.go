@@ -274,6 +274,14 @@ type SubmitReply struct {
 	Timeout Duration `json:"timeout,omitempty"`
 }
 
+// Lowered returns the timeout in force and whether it is less than asked:
+// the server lowered it to its limit. A reply without one (an older
+// server) says nothing was lowered.
+func (r SubmitReply) Lowered(asked time.Duration) (time.Duration, bool) {
+	got := r.Timeout.D()
+	return got, asked > 0 && got > 0 && got < asked
+}
+
 // GoalIDRequest is the body of goal.get and goal.cancel.
 type GoalIDRequest struct {
 	GoalID string `json:"goal_id"`

@@ -295,3 +295,21 @@ func TestAgentMessageWireNames(t *testing.T) {
 		t.Errorf("round trip = %+v, %v", back, err)
 	}
 }
+
+func TestSubmitReplyLowered(t *testing.T) {
+	for _, c := range []struct {
+		inForce, asked time.Duration
+		lowered        bool
+	}{
+		{time.Minute, 2 * time.Hour, true},
+		{time.Minute, time.Minute, false},
+		{time.Minute, 0, false},         // none asked
+		{0, 2 * time.Hour, false},       // an older server says none
+		{time.Hour, time.Minute, false}, // never raised, but not lowered either
+	} {
+		got, lowered := protocol.SubmitReply{Timeout: protocol.Duration(c.inForce)}.Lowered(c.asked)
+		if got != c.inForce || lowered != c.lowered {
+			t.Errorf("in force %v, asked %v: %v, %v; want %v, %v", c.inForce, c.asked, got, lowered, c.inForce, c.lowered)
+		}
+	}
+}

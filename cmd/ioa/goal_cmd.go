@@ -182,7 +182,7 @@ func awaitGoal(ctx context.Context, cmd *cobra.Command, c *clientConn, req proto
 // carries the timeout in force. A reply without one (an older server) gets
 // no note.
 func noteLoweredTimeout(w io.Writer, reply protocol.SubmitReply, asked time.Duration) {
-	if got := reply.Timeout.D(); asked > 0 && got > 0 && got < asked {
+	if got, lowered := reply.Lowered(asked); lowered {
 		fmt.Fprintf(w, "note: goal %s has %s, the server's limit (limits.goal_timeout), not the %s asked\n", reply.GoalID, got, asked)
 	}
 }
@@ -192,17 +192,18 @@ func noteLoweredTimeout(w io.Writer, reply protocol.SubmitReply, asked time.Dura
 const maxGoalWait = time.Hour
 
 // submitError explains a refused submit in one line. The server refuses a
-// goal that names an agent the registry does not know (not_found) or lists
-// as offline (conflict) before it records anything.
+// goal that names an agent the registry does not know (not_found: the only
+// one this command can get, as it names no parent goal) or lists as offline
+// (conflict, as is a reused idempotency key) before it records anything;
+// its message says which.
 func submitError(err error) error {
 	var pe *protocol.Error
-	if errors.As(err, &pe) {
-		switch {
-		case errors.Is(err, protocol.ErrNotFound) && strings.HasPrefix(pe.Message, "no agent named "):
-			return plainError{pe.Message + " (see: ioa agents ls)", err}
-		case errors.Is(err, protocol.ErrConflict) && strings.Contains(pe.Message, "is registered but offline"):
-			return plainError{pe.Message, err}
-		}
+	switch {
+	case !errors.As(err, &pe):
+	case errors.Is(err, protocol.ErrNotFound):
+		return plainError{pe.Message + " (see: ioa agents ls)", err}
+	case errors.Is(err, protocol.ErrConflict):
+		return plainError{pe.Message, err}
 	}
 	return fmt.Errorf("submit: %w", err)
 }
